@@ -1,0 +1,118 @@
+// The concepts behind MonitoredSession: what a backend offers and what each hook point looks
+// like. Every hook point is optional; a member named like one whose signature does not fit is
+// a compile error, never a silently skipped callback.
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <functional>
+#include <type_traits>
+#include <utility>
+
+#include <runhooks/coordinator.hpp>
+#include <runhooks/session_run_args.hpp>
+
+namespace runhooks {
+
+// A backend runs one training step per run().
+//   Minimal complete definition: `void run()`.
+//   Optional: `std::int64_t global_step() const` (needed by the step-based hooks),
+//             `T fetch(K) const` for each key K it can produce,
+//             `void feed(K, T)` for each key K it accepts.
+template <class B>
+concept Backend = std::is_object_v<B> && requires(B& b) { b.run(); };
+
+template <class B>
+concept HasGlobalStep = requires(const B& b) {
+  { b.global_step() } -> std::convertible_to<std::int64_t>;
+};
+
+template <class B, class K>
+concept CanFetch = requires(B& b) {
+  { b.fetch(K{}) } -> std::convertible_to<typename K::value_type>;
+};
+
+template <class B, class K>
+concept CanFeed = requires(B& b, typename K::value_type v) { b.feed(K{}, std::move(v)); };
+
+// A session creator makes a fresh backend each time it is called: at start and on recovery.
+template <class F>
+concept BackendFactory = std::is_object_v<F> && !Backend<F> && std::invocable<F&> &&
+                         Backend<std::remove_cvref_t<std::invoke_result_t<F&>>>;
+
+// The five hook points, after TensorFlow's SessionRunHook. Each is a concept on the hook type.
+//   begin()                              once, before the backend exists
+//   after_create_session(backend, coord) after each (re)creation of the backend
+//   before_run(run_context)              before each step; returns void or SessionRunArgs<...>
+//   after_run(run_context, run_values)   after each step that completed
+//   end(backend)                         on close() and on a clean end of the loop
+template <class H>
+concept HasBegin = requires(H& h) { h.begin(); };
+
+template <class H, class B>
+concept HasAfterCreateSession = requires(H& h, B& b, Coordinator& c) {
+  h.after_create_session(b, c);
+};
+
+template <class H, class Ctx>
+concept HasBeforeRun = requires(H& h, Ctx& ctx) { h.before_run(ctx); };
+
+template <class H, class Ctx, class Values>
+concept HasAfterRun = requires(H& h, Ctx& ctx, const Values& values) {
+  h.after_run(ctx, values);
+};
+
+template <class H, class B>
+concept HasEnd = requires(H& h, B& b) { h.end(b); };
+
+namespace detail {
+
+// Does H have a member with this name, whatever its signature? Found by ambiguity: a class
+// deriving from H and from a probe that has the name sees two candidates only if H has it too.
+// Final classes cannot be probed this way; for them only non-overloaded members are found.
+#define RUNHOOKS_DETAIL_NAME_PROBE(point)                                                  \
+  struct point##_probe {                                                                   \
+    void point();                                                                          \
+  };                                                                                       \
+  template <class H>                                                                       \
+  struct point##_probed : H, point##_probe {};                                             \
+  template <class H>                                                                       \
+  concept names_##point =                                                                  \
+      std::is_class_v<H> &&                                                                \
+      ((std::is_final_v<H> && requires { &H::point; }) ||                                  \
+       (!std::is_final_v<H> && !requires { &point##_probed<H>::point; }));
+
+RUNHOOKS_DETAIL_NAME_PROBE(begin)
+RUNHOOKS_DETAIL_NAME_PROBE(after_create_session)
+RUNHOOKS_DETAIL_NAME_PROBE(before_run)
+RUNHOOKS_DETAIL_NAME_PROBE(after_run)
+RUNHOOKS_DETAIL_NAME_PROBE(end)
+#undef RUNHOOKS_DETAIL_NAME_PROBE
+
+template <class H>
+concept names_any_hook_point = names_begin<H> || names_after_create_session<H> ||
+                               names_before_run<H> || names_after_run<H> || names_end<H>;
+
+// Hooks are held by value; std::ref(hook) holds a reference to a hook the caller keeps.
+template <class H>
+struct unwrap_hook {
+  using type = H;
+};
+template <class H>
+struct unwrap_hook<std::reference_wrapper<H>> {
+  using type = H;
+};
+template <class H>
+using unwrap_hook_t = typename unwrap_hook<H>::type;
+
+template <class H>
+constexpr H& unwrap(H& h) noexcept {
+  return h;
+}
+template <class H>
+constexpr H& unwrap(std::reference_wrapper<H>& h) noexcept {
+  return h.get();
+}
+
+}  // namespace detail
+}  // namespace runhooks

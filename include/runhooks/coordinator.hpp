@@ -1,0 +1,117 @@
+// Coordinator: a stop flag shared by the session, its hooks and their threads, with the first
+// error a thread reported (TensorFlow's tf.train.Coordinator, on std::stop_source/std::jthread).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <list>
+#include <mutex>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include <runhooks/error.hpp>
+
+namespace runhooks {
+
+// request_stop() may be called from any thread; the first exception passed to it is kept and
+// re-thrown by raise_requested_exception() and join(). Threads started with start() receive a
+// std::stop_token that is stopped by request_stop(). A MonitoredSession makes a new Coordinator
+// each time it (re)creates its backend and hands it to every hook's after_create_session().
+class Coordinator {
+ public:
+  Coordinator() = default;
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+  ~Coordinator() { request_stop(); }  // the jthreads join as the list is destroyed
+
+  // Stops the coordinator. The first exception passed in is kept; later ones are dropped, as in
+  // TensorFlow.
+  void request_stop(std::exception_ptr error = nullptr) noexcept {
+    {
+      std::lock_guard lock(mutex_);
+      if (error && !error_) error_ = std::move(error);
+    }
+    stopped_.store(true, std::memory_order_relaxed);
+    source_.request_stop();
+  }
+
+  // One relaxed load: this is what MonitoredSession::should_stop() reads on every step.
+  bool should_stop() const noexcept { return stopped_.load(std::memory_order_relaxed); }
+
+  std::stop_token stop_token() const noexcept { return source_.get_token(); }
+
+  // Re-throws the exception reported to request_stop(), if any.
+  void raise_requested_exception() const {
+    std::exception_ptr error;
+    {
+      std::lock_guard lock(mutex_);
+      error = error_;
+    }
+    if (error) std::rethrow_exception(error);
+  }
+
+  std::exception_ptr requested_exception() const {
+    std::lock_guard lock(mutex_);
+    return error_;
+  }
+
+  // Runs f(stop_token) on a new thread owned by the coordinator. An exception escaping f is
+  // reported with request_stop(exception), which stops every other thread too.
+  template <class F>
+  void start(F f) {
+    std::lock_guard lock(mutex_);
+    ++running_;
+    threads_.emplace_back([this, f = std::move(f)](std::stop_token token) mutable {
+      try {
+        f(std::move(token));
+      } catch (...) {
+        request_stop(std::current_exception());
+      }
+      std::lock_guard inner(mutex_);
+      --running_;
+      finished_.notify_all();
+    });
+  }
+
+  // Asks every thread to stop and waits up to `grace` for them to finish. Then re-throws the
+  // reported exception, if any. Threads still running after the grace period are an error
+  // (UsageError) unless ignore_live_threads is set; they are joined either way before return,
+  // since a std::jthread cannot be abandoned safely.
+  void join(std::chrono::duration<double> grace = std::chrono::seconds(120),
+            bool ignore_live_threads = false) {
+    request_stop();
+    std::size_t still_running = 0;
+    {
+      std::unique_lock lock(mutex_);
+      finished_.wait_for(lock, grace, [&] { return running_ == 0; });
+      still_running = running_;
+    }
+    std::list<std::jthread> threads;
+    {
+      std::lock_guard lock(mutex_);
+      threads.swap(threads_);
+    }
+    threads.clear();  // joins
+    raise_requested_exception();
+    if (still_running != 0 && !ignore_live_threads)
+      throw UsageError("Coordinator stopped with threads still running: " +
+                       std::to_string(still_running));
+  }
+
+ private:
+  std::atomic<bool> stopped_{false};
+  std::stop_source source_;
+  mutable std::mutex mutex_;
+  std::condition_variable finished_;
+  std::exception_ptr error_;
+  std::size_t running_ = 0;
+  std::list<std::jthread> threads_;
+};
+
+}  // namespace runhooks

@@ -1,0 +1,124 @@
+// GlobalStepWaiterHook: holds back a worker's first step until the global step reaches a value.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <type_traits>
+
+#include <runhooks/clock.hpp>
+#include <runhooks/concepts.hpp>
+#include <runhooks/coordinator.hpp>
+#include <runhooks/error.hpp>
+#include <runhooks/log.hpp>
+
+namespace runhooks {
+
+// A backend whose global step can be waited on, e.g. one that forwards to a SharedGlobalStep.
+template <class B>
+concept WaitableGlobalStep =
+    requires(B& b, std::int64_t target, std::stop_token stop,
+             std::chrono::steady_clock::time_point deadline) {
+      { b.wait_for_global_step(target, stop, deadline) } -> std::convertible_to<std::int64_t>;
+    };
+
+struct GlobalStepWaiterOptions {
+  // How often to read a global step that cannot be waited on (TensorFlow: 0.5 s), and how often
+  // to log progress while waiting on one that can.
+  double poll_interval_secs = 0.5;
+  // Give up with DeadlineExceededError after this long; by default wait as long as it takes.
+  std::optional<double> timeout_secs{};
+};
+
+// TensorFlow's GlobalStepWaiterHook: before the first run only, wait until the global step is at
+// least wait_until_step (no wait for a value of zero or less), logging
+// "Waiting for global step %d before starting training." and progress after more than 1000
+// steps. Beyond TensorFlow: a WaitableGlobalStep backend wakes the waiter as soon as the step
+// is reached; the wait ends when the coordinator is stopped (or a hook earlier in the list asked
+// to stop in this run), by throwing StopIteration, which ends a run_loop cleanly; and an
+// optional timeout ends it with DeadlineExceededError. After the first run the per-step cost is
+// one test of a flag.
+template <Clock C = SteadyClock>
+class GlobalStepWaiterHook {
+ public:
+  explicit GlobalStepWaiterHook(std::int64_t wait_until_step, GlobalStepWaiterOptions options = {},
+                                C clock = {})
+      : wait_until_step_(wait_until_step), options_(options), clock_(std::move(clock)) {}
+
+  void begin() noexcept { started_ = false; }
+
+  template <class Backend>
+  void after_create_session(Backend&, Coordinator& coord) noexcept {
+    static_assert(HasGlobalStep<Backend>,
+                  "runhooks::GlobalStepWaiterHook needs a backend with `std::int64_t "
+                  "global_step() const`; the backend type is named in this instantiation.");
+    stop_ = coord.stop_token();
+  }
+
+  template <class Ctx>
+  void before_run(Ctx& run_context) {
+    if (started_) [[likely]]
+      return;
+    wait(run_context);
+  }
+
+  bool started() const noexcept { return started_; }
+
+ private:
+  template <class Ctx>
+  [[gnu::noinline]] void wait(Ctx& run_context) {
+    if (wait_until_step_ <= 0) {
+      started_ = true;
+      return;
+    }
+    log(Severity::info, "Waiting for global step " + std::to_string(wait_until_step_) +
+                            " before starting training.");
+    auto& backend = run_context.session();
+    const double start = clock_.now();
+    std::int64_t last_logged_step = 0;
+    for (;;) {
+      const auto current = static_cast<std::int64_t>(backend.global_step());
+      if (current >= wait_until_step_) {
+        started_ = true;
+        return;
+      }
+      if (stop_.stop_requested() || run_context.stop_requested())
+        throw StopIteration("GlobalStepWaiterHook: stop requested while waiting for global step " +
+                            std::to_string(wait_until_step_) + ".");
+      const double waited = clock_.now() - start;
+      if (options_.timeout_secs && waited >= *options_.timeout_secs)
+        throw DeadlineExceededError(
+            "GlobalStepWaiterHook: global step " + std::to_string(wait_until_step_) +
+            " not reached after " + std::to_string(*options_.timeout_secs) +
+            " s; it is at " + std::to_string(current) + ".");
+      if (current - last_logged_step > 1000) {
+        log(Severity::info, "Waiting for global step " + std::to_string(wait_until_step_) +
+                                " before starting training. Current step is " +
+                                std::to_string(current) + ".");
+        last_logged_step = current;
+      }
+      double slice = options_.poll_interval_secs;
+      if (options_.timeout_secs) slice = std::min(slice, *options_.timeout_secs - waited);
+      if constexpr (WaitableGlobalStep<std::remove_cvref_t<decltype(backend)>>) {
+        backend.wait_for_global_step(
+            wait_until_step_, stop_,
+            std::chrono::steady_clock::now() +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double>(slice)));
+      } else {
+        clock_.sleep_for(slice, stop_);
+      }
+    }
+  }
+
+  std::int64_t wait_until_step_;
+  GlobalStepWaiterOptions options_;
+  [[no_unique_address]] C clock_;
+  std::stop_token stop_;
+  bool started_ = false;
+};
+
+}  // namespace runhooks

@@ -1,0 +1,224 @@
+// StepCounterHook: measures global steps per second and hands the rate to an output policy
+// (a log line, a CSV file, a callback, TensorBoard event files).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include <runhooks/clock.hpp>
+#include <runhooks/concepts.hpp>
+#include <runhooks/hooks/second_or_step_timer.hpp>
+#include <runhooks/log.hpp>
+#include <runhooks/summary/event_writer.hpp>
+
+namespace runhooks {
+
+struct StepCounterOptions {
+  // Exactly one of the two; neither means every_n_steps = 100 (TensorFlow's default).
+  std::optional<std::int64_t> every_n_steps{};
+  std::optional<double> every_n_secs{};
+  // When set, the default output also writes TensorBoard event files here.
+  std::filesystem::path output_dir{};
+  // TensorFlow derives it from the global step's name: "<name>/sec".
+  std::string tag = "global_step/sec";
+};
+
+// Output policies receive each measured rate. Minimal complete definition:
+//   `void record(std::string_view tag, double steps_per_sec, std::int64_t global_step)`.
+
+// TensorFlow's log line, "global_step/sec: 3.56742", through runhooks::log.
+struct LogOutput {
+  void record(std::string_view tag, double steps_per_sec, std::int64_t) const {
+    char line[256];
+    std::snprintf(line, sizeof line, "%.*s: %g", static_cast<int>(tag.size()), tag.data(),
+                  steps_per_sec);
+    log(Severity::info, line);
+  }
+};
+
+// Appends "global_step,tag,steps_per_sec" rows to a CSV file, with a header when it is new.
+class CsvOutput {
+ public:
+  explicit CsvOutput(const std::filesystem::path& path) {
+    const bool fresh = !std::filesystem::exists(path) || std::filesystem::file_size(path) == 0;
+    file_ = std::make_shared<std::ofstream>(path, std::ios::app);
+    if (!*file_)
+      throw std::system_error(errno, std::generic_category(),
+                              "runhooks::CsvOutput: cannot open " + path.string());
+    if (fresh) *file_ << "global_step,tag,steps_per_sec\n";
+  }
+  void record(std::string_view tag, double steps_per_sec, std::int64_t global_step) {
+    *file_ << global_step << ',' << tag << ',' << steps_per_sec << '\n' << std::flush;
+  }
+
+ private:
+  std::shared_ptr<std::ofstream> file_;
+};
+
+// Calls f(tag, steps_per_sec, global_step).
+template <class F>
+struct CallbackOutput {
+  F f;
+  void record(std::string_view tag, double steps_per_sec, std::int64_t global_step) {
+    f(tag, steps_per_sec, global_step);
+  }
+};
+template <class F>
+CallbackOutput(F) -> CallbackOutput<F>;
+
+// TensorBoard scalars, as TensorFlow's StepCounterHook writes them with an output_dir.
+class SummaryOutput {
+ public:
+  explicit SummaryOutput(const std::filesystem::path& output_dir)
+      : writer_(std::make_shared<EventFileWriter>(output_dir)) {}
+  void record(std::string_view tag, double steps_per_sec, std::int64_t global_step) {
+    writer_->add_scalar(tag, static_cast<float>(steps_per_sec), global_step);
+    writer_->flush();
+  }
+
+ private:
+  std::shared_ptr<EventFileWriter> writer_;
+};
+
+// TensorFlow's behaviour: the log line always, event files when options.output_dir is set.
+class DefaultOutput {
+ public:
+  DefaultOutput() = default;
+  void open(const StepCounterOptions& options) {
+    if (!options.output_dir.empty() && !summary_) summary_.emplace(options.output_dir);
+  }
+  void record(std::string_view tag, double steps_per_sec, std::int64_t global_step) {
+    LogOutput{}.record(tag, steps_per_sec, global_step);
+    if (summary_) summary_->record(tag, steps_per_sec, global_step);
+  }
+
+ private:
+  std::optional<SummaryOutput> summary_;
+};
+
+// Measures global steps per second every N steps or every T seconds.
+//
+// Per step (after_run): one compare of the global step with a precomputed threshold, and the
+// "global step has not been increased" test. Everything else runs only when the threshold is
+// crossed. With every_n_steps the threshold is the next trigger step; with every_n_secs it is a
+// sampling stride re-estimated from the measured rate so that the clock is read about 64 times
+// per period, so a trigger fires at most about 1/64 of a period late when the rate is steady.
+// The first trigger records nothing; the rate is steps over seconds since the previous trigger.
+template <Clock C = SteadyClock, class Output = DefaultOutput>
+class StepCounterHook {
+ public:
+  explicit StepCounterHook(StepCounterOptions options = {}, C clock = {}, Output output = {})
+      : options_(validate(std::move(options))),
+        timer_(TimerOptions{options_.every_n_secs, options_.every_n_steps}, std::move(clock)),
+        output_(std::move(output)) {}
+
+  void begin() {
+    if constexpr (requires { output_.open(options_); }) output_.open(options_);
+  }
+
+  template <class Backend>
+  void after_create_session(Backend&, Coordinator&) {
+    static_assert(HasGlobalStep<Backend>,
+                  "runhooks::StepCounterHook needs a backend with `std::int64_t global_step() "
+                  "const`; the backend type is named in this instantiation.");
+  }
+
+  template <class Ctx, class Values>
+  void after_run(Ctx& run_context, const Values&) {
+    const auto global_step = static_cast<std::int64_t>(run_context.session().global_step());
+    if (global_step >= next_check_) [[unlikely]]
+      check(global_step);
+    if (global_step == last_global_step_) [[unlikely]]
+      warn_not_increased(global_step);
+    last_global_step_ = global_step;
+  }
+
+  const StepCounterOptions& options() const noexcept { return options_; }
+  Output& output() noexcept { return output_; }
+  // How often the clock was read; every_n_secs keeps it far below the number of steps.
+  std::int64_t clock_reads() const noexcept { return clock_reads_; }
+
+ private:
+  static constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
+  static constexpr std::int64_t none = std::numeric_limits<std::int64_t>::min();
+  static constexpr int max_warnings = 5;
+  static constexpr double samples_per_period = 64.0;
+
+  static StepCounterOptions validate(StepCounterOptions options) {
+    if (options.every_n_steps && options.every_n_secs)
+      throw std::invalid_argument(
+          "exactly one of every_n_steps and every_n_secs should be provided.");
+    if (!options.every_n_steps && !options.every_n_secs) options.every_n_steps = 100;
+    if (options.every_n_steps && *options.every_n_steps < 1)
+      throw std::invalid_argument("every_n_steps must be at least 1, got " +
+                                  std::to_string(*options.every_n_steps) + ".");
+    if (options.every_n_secs && !(*options.every_n_secs > 0.0))
+      throw std::invalid_argument("every_n_secs must be positive, got " +
+                                  std::to_string(*options.every_n_secs) + ".");
+    return options;
+  }
+
+  [[gnu::noinline]] void check(std::int64_t global_step) {
+    if (options_.every_n_secs) ++clock_reads_;
+    if (timer_.should_trigger_for_step(global_step)) {
+      const TimerElapsed elapsed = timer_.update_last_triggered_step(global_step);
+      if (elapsed.secs && *elapsed.secs > 0.0)
+        output_.record(options_.tag, static_cast<double>(*elapsed.steps) / *elapsed.secs,
+                       global_step);
+    }
+    next_check_ = options_.every_n_steps ? *timer_.last_triggered_step() + *options_.every_n_steps
+                                         : global_step + stride(global_step);
+  }
+
+  // Global steps until the next clock read in every_n_secs mode, from the rate since the last
+  // read: about 1/64 of a period, at least 1.
+  std::int64_t stride(std::int64_t global_step) {
+    const double now = timer_.clock().now();
+    std::int64_t steps = 1;
+    if (last_read_step_ != none && now > last_read_time_ && global_step > last_read_step_) {
+      const double rate = static_cast<double>(global_step - last_read_step_) /
+                          (now - last_read_time_);
+      const double wanted = rate * *options_.every_n_secs / samples_per_period;
+      // Grow at most fourfold per read, so a burst of fast steps cannot overshoot a period.
+      const double capped = std::min(wanted, 4.0 * static_cast<double>(last_stride_));
+      steps = capped >= 1.0 ? static_cast<std::int64_t>(capped) : 1;
+    }
+    last_read_time_ = now;
+    last_read_step_ = global_step;
+    last_stride_ = steps;
+    return steps;
+  }
+
+  [[gnu::noinline]] void warn_not_increased(std::int64_t global_step) {
+    if (warnings_ >= max_warnings) return;
+    ++warnings_;
+    const std::string value = std::to_string(global_step);
+    log(Severity::warning,
+        "It seems that global step has not been increased. Current value (could be stable): " +
+            value + " vs previous value: " + value +
+            ". You could increase the global step in your backend's run().");
+  }
+
+  StepCounterOptions options_;
+  SecondOrStepTimer<C> timer_;
+  [[no_unique_address]] Output output_;
+  std::int64_t next_check_ = none;
+  std::int64_t last_global_step_ = none;
+  std::int64_t last_read_step_ = none;
+  double last_read_time_ = 0.0;
+  std::int64_t last_stride_ = 1;
+  std::int64_t clock_reads_ = 0;
+  int warnings_ = 0;
+};
+
+}  // namespace runhooks

@@ -1,0 +1,526 @@
+// MonitoredSession: runs a backend's steps with hooks composed at compile time, under
+// TensorFlow's SessionRunHook contract, and recovers a lost backend.
+#pragma once
+
+#include <boost/hana/basic_tuple.hpp>
+#include <boost/hana/for_each.hpp>
+#include <boost/hana/at.hpp>
+#include <boost/hana/unpack.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+
+#include <runhooks/concepts.hpp>
+#include <runhooks/coordinator.hpp>
+#include <runhooks/detail/hook_checks.hpp>
+#include <runhooks/error.hpp>
+#include <runhooks/log.hpp>
+#include <runhooks/session_creator.hpp>
+#include <runhooks/session_run_args.hpp>
+#include <runhooks/session_run_context.hpp>
+
+namespace runhooks {
+
+namespace detail {
+
+// Where the backend lives: in the session itself, or, for a session creator, in an optional
+// that recovery empties and refills.
+template <class Source>
+struct backend_slot {
+  using backend_type = Source;
+  static constexpr bool can_recreate = false;
+  Source backend;
+  explicit backend_slot(Source source) : backend(std::move(source)) {}
+  Source& get() noexcept { return backend; }
+  void destroy() noexcept {}
+  void create() {}
+};
+
+template <class F, class P>
+struct backend_slot<SessionCreator<F, P>> {
+  using backend_type = typename SessionCreator<F, P>::backend_type;
+  static constexpr bool can_recreate = true;
+  SessionCreator<F, P> creator;
+  std::optional<backend_type> backend;
+
+  explicit backend_slot(SessionCreator<F, P> c) : creator(std::move(c)) {}
+  backend_type& get() noexcept { return *backend; }
+  void destroy() noexcept { backend.reset(); }
+  void create() {
+    // Constructed in place from the creator's prvalue: backends need not be movable.
+    struct from_creator {
+      SessionCreator<F, P>& c;
+      operator backend_type() { return c.create_session(); }
+    };
+    backend.emplace(from_creator{creator});
+  }
+};
+
+struct StopState {
+  std::optional<Coordinator> coord;
+  bool stop = false;    // a hook or the caller asked to stop; set on close too
+  bool closed = false;
+  int uncaught = std::uncaught_exceptions();  // to tell a clean scope exit in the destructor
+};
+
+template <class Hooks, class Ctx>
+struct requests_of;
+
+// Named calls keep the backend's feed() and fetch() dependent, so a backend without them
+// compiles as long as no one feeds or fetches.
+template <class B, class K, class V>
+void feed_backend(B& backend, K key, const V& value) {
+  backend.feed(key, value);
+}
+template <class K, class B>
+decltype(auto) fetch_backend(B& backend) {
+  return backend.fetch(K{});
+}
+
+[[noreturn]] inline void throw_run_after_stop(bool closed) {
+  if (closed) throw UsageError("Run called on a closed session.");
+  throw UsageError("Run called even after should_stop requested.");
+}
+
+}  // namespace detail
+
+template <class Session>
+class StepContext;
+
+// The session. Source is a backend, or a SessionCreator (any callable returning a backend is
+// turned into one). Hooks are any types defining some of the five hook points (see
+// concepts.hpp); they are called in declaration order at every point, and a point a hook does
+// not define costs nothing. Singular sessions never recover; use SingularMonitoredSession.
+//
+// Per step, run() costs: the stop check, each defined before_run, the feeds, backend.run(),
+// the enabled fetches, each defined after_run, and one test of the run's stop request.
+template <bool Singular, class Source, class... Hooks>
+class BasicMonitoredSession {
+  using slot_type = detail::backend_slot<Source>;
+
+ public:
+  using backend_type = typename slot_type::backend_type;
+  static constexpr bool recoverable = slot_type::can_recreate && !Singular;
+
+  static_assert(Backend<backend_type>,
+                "runhooks: the backend needs a `void run()` member that runs one step. The "
+                "backend type is named in this instantiation of MonitoredSession.");
+  static_assert((... && detail::check_hook<detail::unwrap_hook_t<Hooks>, backend_type>::value));
+
+  // TensorFlow's construction order: every begin(), then the backend, then every
+  // after_create_session().
+  explicit BasicMonitoredSession(Source source, Hooks... hooks)
+      : slot_(std::move(source)), hooks_{std::move(hooks)...} {
+    for_each_hook([](auto& hook) {
+      if constexpr (HasBegin<std::remove_cvref_t<decltype(hook)>>) hook.begin();
+    });
+    if constexpr (slot_type::can_recreate) create_with_retries();
+    state_.coord.emplace();
+    after_create_session();
+  }
+
+  BasicMonitoredSession(const BasicMonitoredSession&) = delete;
+  BasicMonitoredSession& operator=(const BasicMonitoredSession&) = delete;
+
+  // Leaving the scope normally closes the session and calls every end(), as TensorFlow's
+  // `with` block does; leaving it by an exception closes without end(). Errors while closing
+  // here are logged, not thrown: call close() (or use run_loop) to receive them.
+  ~BasicMonitoredSession() {
+    if (state_.closed) return;
+    const bool clean = std::uncaught_exceptions() <= state_.uncaught;
+    try {
+      close_internal(clean);
+    } catch (const std::exception& e) {
+      log(Severity::warning, std::string("runhooks: error while closing a session in its "
+                                         "destructor: ") + e.what());
+    } catch (...) {
+      log(Severity::warning, "runhooks: unknown error while closing a session in its destructor");
+    }
+  }
+
+  // True after close(), after a hook or the caller requested a stop, or once the coordinator
+  // stopped. Two loads on the per-step path; the rare cases are out of line. A coordinator
+  // that stopped with an AbortedError or UnavailableError makes a recoverable session re-create
+  // its backend here and return false (TensorFlow does the same).
+  bool should_stop() {
+    if (!state_.stop && !state_.coord->should_stop()) [[likely]]
+      return false;
+    return should_stop_slow();
+  }
+
+  // One step: every before_run, the backend's step with the merged feeds and fetches, every
+  // after_run. Returns the caller's own fetched values when args has fetches.
+  template <class... Items>
+  auto run(const SessionRunArgs<Items...>& args) {
+    if (state_.stop) [[unlikely]]
+      detail::throw_run_after_stop(state_.closed);
+    return with_recovery([&] { return run_hooked(args); });
+  }
+  void run() { run(empty_args_); }
+
+  // Runs step_fn(step_context) once, re-running all of it after a recovery. step_context offers
+  // session() (the backend, no hooks), run_with_hooks(...) and request_stop().
+  template <class StepFn>
+  decltype(auto) run_step_fn(StepFn&& step_fn) {
+    static_assert(std::is_invocable_v<StepFn&, StepContext<BasicMonitoredSession>&>,
+                  "runhooks: step_fn must take exactly one argument, the step context: write "
+                  "`[&](auto& step_context) { ... }`.");
+    return with_recovery([&]() -> decltype(auto) {
+      StepContext<BasicMonitoredSession> context(*this);
+      return step_fn(context);
+    });
+  }
+
+  // Ask to stop after this step, from the thread that runs the loop (TensorFlow users asked for
+  // this in vain, tensorflow#14028). From other threads use coordinator().request_stop().
+  void request_stop() noexcept { state_.stop = true; }
+
+  // The backend, bypassing hooks (TensorFlow's raw_session()). It stays valid after close().
+  backend_type& raw_session() noexcept { return slot_.get(); }
+
+  Coordinator& coordinator() noexcept { return *state_.coord; }
+
+  // The I-th hook (through std::ref if it was passed that way).
+  template <std::size_t I>
+  auto& hook() noexcept {
+    return detail::unwrap(boost::hana::at_c<I>(hooks_));
+  }
+
+  // Calls every end(), stops and joins the coordinator (re-throwing an error a thread
+  // reported), and marks the session closed. Closing twice is an error.
+  void close() {
+    if (state_.closed) throw UsageError("Session is already closed.");
+    close_internal(true);
+  }
+
+  bool closed() const noexcept { return state_.closed; }
+
+ private:
+  template <class S>
+  friend class StepContext;
+
+  template <class F>
+  void for_each_hook(F&& f) {
+    boost::hana::for_each(hooks_, [&](auto& stored) { f(detail::unwrap(stored)); });
+  }
+
+  void after_create_session() {
+    for_each_hook([&](auto& hook) {
+      if constexpr (HasAfterCreateSession<std::remove_cvref_t<decltype(hook)>, backend_type>)
+        hook.after_create_session(slot_.get(), *state_.coord);
+    });
+  }
+
+  // Calls one hook's before_run; hooks without one (or returning void) add nothing.
+  template <class Hook, class Ctx>
+  static auto call_before_run(Hook& hook, Ctx& ctx) {
+    static_assert(detail::check_before_run<Hook, Ctx>::value);
+    if constexpr (HasBeforeRun<Hook, Ctx>) {
+      using Result = decltype(hook.before_run(ctx));
+      static_assert(detail::check_before_run_result<Hook, Ctx, Result>::value);
+      if constexpr (std::is_void_v<Result>) {
+        hook.before_run(ctx);
+        return SessionRunArgs<>{};
+      } else {
+        return hook.before_run(ctx);
+      }
+    } else {
+      return SessionRunArgs<>{};
+    }
+  }
+
+  template <class Args>
+  void feed(const Args& args) {
+    args.for_each([&](const auto& item) {
+      using Item = std::remove_cvref_t<decltype(item)>;
+      if constexpr (detail::is_feed<Item>)
+        detail::feed_backend(slot_.get(), typename Item::key_type{}, item.value);
+    });
+  }
+
+  template <class Args>
+  void fetch(const Args& args, SessionRunValues<Args>& values) {
+    args.for_each([&](const auto& item) {
+      using Item = std::remove_cvref_t<decltype(item)>;
+      if constexpr (detail::is_fetch<Item>) {
+        using K = typename Item::key_type;
+        if (item.enabled) values.template slot<K>().emplace(detail::fetch_backend<K>(slot_.get()));
+      }
+    });
+  }
+
+  template <class CallerArgs>
+  auto run_hooked(const CallerArgs& args) {
+    using Ctx = SessionRunContext<backend_type, CallerArgs>;
+    Ctx ctx(args, slot_.get());
+    // Braced initialization runs the before_run calls left to right, in declaration order.
+    auto requests = boost::hana::unpack(hooks_, [&](auto&... stored) {
+      return boost::hana::basic_tuple<decltype(call_before_run(detail::unwrap(stored), ctx))...>{
+          call_before_run(detail::unwrap(stored), ctx)...};
+    });
+    check_merged_shape<CallerArgs, decltype(requests)>(
+        std::make_index_sequence<sizeof...(Hooks)>{});
+
+    boost::hana::for_each(requests, [&](const auto& request) { feed(request); });
+    feed(args);
+    slot_.get().run();
+
+    // Every fetch reads the state the step left, before any after_run can change it.
+    SessionRunValues<CallerArgs> caller_values;
+    fetch(args, caller_values);
+    auto values = boost::hana::unpack(requests, [](const auto&... request) {
+      return boost::hana::basic_tuple<SessionRunValues<std::remove_cvref_t<decltype(request)>>...>{};
+    });
+    call_after_run(ctx, requests, values, std::make_index_sequence<sizeof...(Hooks)>{});
+    if (ctx.stop_requested()) [[unlikely]]
+      state_.stop = true;
+
+    if constexpr (has_fetch<CallerArgs>)
+      return caller_values;
+    else
+      return;
+  }
+
+  template <class Ctx, class Requests, class Values, std::size_t... I>
+  void call_after_run(Ctx& ctx, const Requests& requests, Values& values,
+                      std::index_sequence<I...>) {
+    (fetch(boost::hana::at_c<I>(requests), boost::hana::at_c<I>(values)), ...);
+    (call_after_run_one(detail::unwrap(boost::hana::at_c<I>(hooks_)), ctx,
+                        boost::hana::at_c<I>(values)),
+     ...);
+  }
+
+  template <class Hook, class Ctx, class HookValues>
+  static void call_after_run_one(Hook& hook, Ctx& ctx, const HookValues& values) {
+    static_assert(detail::check_after_run<Hook, Ctx, HookValues>::value);
+    if constexpr (HasAfterRun<Hook, Ctx, HookValues>) hook.after_run(ctx, values);
+  }
+
+  template <class Args>
+  static constexpr bool has_fetch = [] {
+    bool any = false;
+    Args::for_each_item_type([&]<class Item>() { any = any || detail::is_fetch<Item>; });
+    return any;
+  }();
+
+  // The merged shape of one step, checked once per caller-args type at compile time: every key
+  // is one the backend offers, and no input is fed twice.
+  template <class CallerArgs, class Requests, std::size_t... I>
+  static constexpr void check_merged_shape(std::index_sequence<I...>) {
+    using R = std::remove_cvref_t<Requests>;
+    detail::check_backend_keys<backend_type, CallerArgs>();
+    (detail::check_backend_keys<backend_type, request_t<R, I>>(), ...);
+    (check_pairs_from<I, R>(std::index_sequence<I...>{}), ...);
+    (detail::check_caller_feeds<hook_t<I>, request_t<R, I>, CallerArgs>(), ...);
+  }
+  template <std::size_t A, class R, std::size_t... B>
+  static constexpr void check_pairs_from(std::index_sequence<B...>) {
+    (
+        [] {
+          if constexpr (A < B)
+            detail::check_hook_feeds<hook_t<A>, request_t<R, A>, hook_t<B>, request_t<R, B>>();
+        }(),
+        ...);
+  }
+  template <class R, std::size_t I>
+  using request_t =
+      std::remove_cvref_t<decltype(boost::hana::at_c<I>(std::declval<R&>()))>;
+  template <std::size_t I>
+  using hook_t = detail::unwrap_hook_t<
+      std::remove_cvref_t<decltype(boost::hana::at_c<I>(std::declval<boost::hana::basic_tuple<Hooks...>&>()))>>;
+
+  // Runs f; on a preemption error (from the backend, a hook, or reported to the coordinator)
+  // re-creates the backend and runs f again, as the retry policy allows.
+  template <class F>
+  decltype(auto) with_recovery(F&& f) {
+    if constexpr (!recoverable) {
+      return f();
+    } else {
+      for (int failures = 1;; ++failures) {
+        try {
+          return f();
+        } catch (...) {
+          if (!preempted(std::current_exception())) throw;
+          const std::optional<double> delay = slot_.creator.policy().next_delay(failures);
+          if (!delay) throw;
+          log(Severity::info, "runhooks: backend lost; re-creating it and replaying the step");
+          if (*delay > 0) std::this_thread::sleep_for(std::chrono::duration<double>(*delay));
+          recover();
+        }
+      }
+    }
+  }
+
+  bool preempted(const std::exception_ptr& error) const {
+    if (is_preemption(error)) return true;
+    // TensorFlow's _CoordinatedSession.run: a preemption a thread reported wins over the
+    // error the step itself raised.
+    return is_preemption(state_.coord->requested_exception());
+  }
+
+  static bool is_preemption(const std::exception_ptr& error) {
+    if (!error) return false;
+    try {
+      std::rethrow_exception(error);
+    } catch (const AbortedError&) {
+      return true;
+    } catch (const UnavailableError&) {
+      return true;
+    } catch (...) {
+      return false;
+    }
+  }
+
+  void create_with_retries() {
+    for (int failures = 1;; ++failures) {
+      try {
+        slot_.create();
+        return;
+      } catch (...) {
+        if (!is_preemption(std::current_exception())) throw;
+        std::optional<double> delay;
+        if constexpr (slot_type::can_recreate) delay = slot_.creator.policy().next_delay(failures);
+        if (!delay || Singular) throw;
+        if (*delay > 0) std::this_thread::sleep_for(std::chrono::duration<double>(*delay));
+      }
+    }
+  }
+
+  // TensorFlow's _RecoverableSession: close the lost backend, make a new one and a new
+  // coordinator, call every after_create_session() again (not begin()), reset the hooks' stop.
+  void recover() {
+    try {
+      state_.coord->join(std::chrono::seconds(120), /*ignore_live_threads=*/true);
+    } catch (...) {
+      // The lost session's errors are what we are recovering from.
+    }
+    slot_.destroy();
+    create_with_retries();
+    state_.coord.emplace();
+    state_.stop = false;
+    after_create_session();
+  }
+
+  [[gnu::noinline]] bool should_stop_slow() {
+    if (state_.closed || state_.stop) return true;
+    const std::exception_ptr error = state_.coord->requested_exception();
+    if constexpr (recoverable) {
+      if (is_preemption(error)) {
+        recover();
+        return false;
+      }
+    }
+    if constexpr (Singular) {
+      if (error) std::rethrow_exception(error);
+    }
+    return true;
+  }
+
+  void close_internal(bool call_end) {
+    state_.closed = true;
+    state_.stop = true;
+    std::exception_ptr first_error;
+    if (call_end) {
+      try {
+        for_each_hook([&](auto& hook) {
+          if constexpr (HasEnd<std::remove_cvref_t<decltype(hook)>, backend_type>)
+            hook.end(slot_.get());
+        });
+      } catch (...) {
+        first_error = std::current_exception();
+      }
+    }
+    try {
+      state_.coord->join(std::chrono::seconds(120), /*ignore_live_threads=*/true);
+    } catch (...) {
+      if (!first_error) first_error = std::current_exception();
+    }
+    if (first_error) std::rethrow_exception(first_error);
+  }
+
+  static constexpr SessionRunArgs<> empty_args_{};
+
+  slot_type slot_;
+  [[no_unique_address]] boost::hana::basic_tuple<Hooks...> hooks_;
+  detail::StopState state_;
+};
+
+// TensorFlow's MonitoredSession: recovers a backend made by a session creator.
+template <class Source, class... Hooks>
+class MonitoredSession : public BasicMonitoredSession<false, Source, Hooks...> {
+ public:
+  using BasicMonitoredSession<false, Source, Hooks...>::BasicMonitoredSession;
+};
+
+template <class Source, class... Hooks>
+MonitoredSession(Source, Hooks...)
+    -> MonitoredSession<detail::source_of_t<Source, RetryForever>, Hooks...>;
+
+// TensorFlow's SingularMonitoredSession: never recovers; AbortedError and UnavailableError
+// propagate, and should_stop() re-throws an error reported to the coordinator.
+template <class Source, class... Hooks>
+class SingularMonitoredSession : public BasicMonitoredSession<true, Source, Hooks...> {
+ public:
+  using BasicMonitoredSession<true, Source, Hooks...>::BasicMonitoredSession;
+};
+
+template <class Source, class... Hooks>
+SingularMonitoredSession(Source, Hooks...)
+    -> SingularMonitoredSession<detail::source_of_t<Source, NoRecovery>, Hooks...>;
+
+// What step_fn sees in run_step_fn (TensorFlow's StepContext).
+template <class Session>
+class StepContext {
+ public:
+  explicit StepContext(Session& session) noexcept : session_(&session) {}
+
+  // The backend: runs made through it call no hooks.
+  auto& session() const noexcept { return session_->raw_session(); }
+
+  // A hooked run without the recovery layer: a preemption error leaves step_fn, and the whole
+  // step_fn is run again.
+  template <class... Items>
+  auto run_with_hooks(const SessionRunArgs<Items...>& args) {
+    if (session_->state_.stop) [[unlikely]]
+      detail::throw_run_after_stop(session_->state_.closed);
+    return session_->run_hooked(args);
+  }
+  void run_with_hooks() { run_with_hooks(SessionRunArgs<>{}); }
+
+  // TensorFlow raises StopIteration here, and so do we: run_loop() and the session's scope
+  // treat it as a clean end. The session's own request_stop() sets a flag instead.
+  [[noreturn]] void request_stop() const {
+    throw StopIteration("step_fn has requested the iterations to stop.");
+  }
+
+ private:
+  Session* session_;
+};
+
+// TensorFlow's `with MonitoredSession(...) as s: while not s.should_stop(): body()`.
+// Runs body until the session should stop; OutOfRangeError or StopIteration ends the loop
+// cleanly. Then closes the session, calling every end(). Any other exception propagates and
+// the session closes without end() when it is destroyed.
+template <class Session, class Body>
+void run_loop(Session& session, Body&& body) {
+  try {
+    while (!session.should_stop()) body();
+  } catch (const OutOfRangeError&) {
+  } catch (const StopIteration&) {
+  }
+  session.close();
+}
+
+template <class Session>
+void run_loop(Session& session) {
+  run_loop(session, [&] { session.run(); });
+}
+
+}  // namespace runhooks
