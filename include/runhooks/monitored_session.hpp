@@ -150,7 +150,7 @@ class BasicMonitoredSession {
   // that stopped with an AbortedError or UnavailableError makes a recoverable session re-create
   // its backend here and return false (TensorFlow does the same).
   bool should_stop() {
-    if (!state_.stop && !state_.coord->should_stop()) [[likely]]
+    if (!state_.coord->should_stop() && !state_.stop) [[likely]]
       return false;
     return should_stop_slow();
   }
