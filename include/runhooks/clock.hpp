@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <stop_token>
+#include <utility>
 
 namespace runhooks {
 
@@ -38,10 +39,13 @@ struct SteadyClock {
 // A clock that moves only when told to. Copies share one time, so a test keeps a copy and
 // advances the clock that a hook inside a session reads. sleep_for() advances the time by the
 // amount slept and then calls the optional on_sleep callback, which lets a test change the
-// world "while" a hook sleeps, as TensorFlow's tests do with a mocked time.sleep.
+// world "while" a hook sleeps, as TensorFlow's tests do with a mocked time.sleep. The callback
+// must refer to the clock, not hold a copy: a copy shares the state that stores the callback.
 class ManualClock {
  public:
-  explicit ManualClock(double start = 0.0) : state_(std::make_shared<State>(State{start, {}, 0})) {}
+  // Not explicit when defaulted: the hooks take their clock as `C clock = {}`.
+  ManualClock() : ManualClock(0.0) {}
+  explicit ManualClock(double start) : state_(std::make_shared<State>(State{start, {}, 0})) {}
 
   double now() const noexcept { return state_->now; }
   void advance(double seconds) noexcept { state_->now += seconds; }

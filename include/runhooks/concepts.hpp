@@ -54,8 +54,24 @@ concept HasAfterCreateSession = requires(H& h, B& b, Coordinator& c) {
   h.after_create_session(b, c);
 };
 
+namespace detail {
+template <class T>
+inline constexpr bool is_session_run_args = false;
+template <class... Items>
+inline constexpr bool is_session_run_args<SessionRunArgs<Items...>> = true;
+
+template <class R>
+concept before_run_result = std::is_void_v<R> || is_session_run_args<std::remove_cvref_t<R>>;
+
 template <class H, class Ctx>
-concept HasBeforeRun = requires(H& h, Ctx& ctx) { h.before_run(ctx); };
+concept callable_before_run = requires(H& h, Ctx& ctx) { h.before_run(ctx); };
+}  // namespace detail
+
+// A before_run returning anything else does not fit: it is diagnosed, never called.
+template <class H, class Ctx>
+concept HasBeforeRun = detail::callable_before_run<H, Ctx> && requires(H& h, Ctx& ctx) {
+  { h.before_run(ctx) } -> detail::before_run_result;
+};
 
 template <class H, class Ctx, class Values>
 concept HasAfterRun = requires(H& h, Ctx& ctx, const Values& values) {
@@ -69,7 +85,8 @@ namespace detail {
 
 // Does H have a member with this name, whatever its signature? Found by ambiguity: a class
 // deriving from H and from a probe that has the name sees two candidates only if H has it too.
-// Final classes cannot be probed this way; for them only non-overloaded members are found.
+// A final class cannot be probed (and `&H::point` misses templates and overloads, so a misfit
+// would be skipped silently): check_hook rejects final hook types instead.
 #define RUNHOOKS_DETAIL_NAME_PROBE(point)                                                  \
   struct point##_probe {                                                                   \
     void point();                                                                          \
@@ -77,10 +94,8 @@ namespace detail {
   template <class H>                                                                       \
   struct point##_probed : H, point##_probe {};                                             \
   template <class H>                                                                       \
-  concept names_##point =                                                                  \
-      std::is_class_v<H> &&                                                                \
-      ((std::is_final_v<H> && requires { &H::point; }) ||                                  \
-       (!std::is_final_v<H> && !requires { &point##_probed<H>::point; }));
+  concept names_##point = std::is_class_v<H> && !std::is_final_v<H> &&                     \
+                          !requires { &point##_probed<H>::point; };
 
 RUNHOOKS_DETAIL_NAME_PROBE(begin)
 RUNHOOKS_DETAIL_NAME_PROBE(after_create_session)

@@ -67,7 +67,8 @@ class Coordinator {
   void start(F f) {
     std::lock_guard lock(mutex_);
     ++running_;
-    threads_.emplace_back([this, f = std::move(f)](std::stop_token token) mutable {
+    // The coordinator's token, not the jthread's own: request_stop() must reach the thread.
+    threads_.emplace_back([this, f = std::move(f), token = source_.get_token()]() mutable {
       try {
         f(std::move(token));
       } catch (...) {

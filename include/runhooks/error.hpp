@@ -12,7 +12,7 @@ class Error : public std::runtime_error {
 };
 
 // The input is exhausted. Like TensorFlow's tf.errors.OutOfRangeError it ends a training loop
-// cleanly: run_loop() and SessionScope treat it as the normal end and still call every end().
+// cleanly: run_loop() treats it as the normal end and still call every end().
 class OutOfRangeError : public Error {
  public:
   using Error::Error;

@@ -39,6 +39,7 @@ struct backend_slot {
   Source backend;
   explicit backend_slot(Source source) : backend(std::move(source)) {}
   Source& get() noexcept { return backend; }
+  bool alive() const noexcept { return true; }
   void destroy() noexcept {}
   void create() {}
 };
@@ -52,6 +53,7 @@ struct backend_slot<SessionCreator<F, P>> {
 
   explicit backend_slot(SessionCreator<F, P> c) : creator(std::move(c)) {}
   backend_type& get() noexcept { return *backend; }
+  bool alive() const noexcept { return backend.has_value(); }
   void destroy() noexcept { backend.reset(); }
   void create() {
     // Constructed in place from the creator's prvalue: backends need not be movable.
@@ -74,14 +76,18 @@ template <class Hooks, class Ctx>
 struct requests_of;
 
 // Named calls keep the backend's feed() and fetch() dependent, so a backend without them
-// compiles as long as no one feeds or fetches.
+// compiles as long as no one feeds or fetches. A key the backend lacks is reported once, by
+// check_backend_keys; the calls then compile to nothing instead of a second error.
 template <class B, class K, class V>
 void feed_backend(B& backend, K key, const V& value) {
-  backend.feed(key, value);
+  if constexpr (CanFeed<B, K>) backend.feed(key, value);
 }
 template <class K, class B>
 decltype(auto) fetch_backend(B& backend) {
-  return backend.fetch(K{});
+  if constexpr (CanFetch<B, K>)
+    return backend.fetch(K{});
+  else
+    return after_diagnostic<typename K::value_type>();
 }
 
 [[noreturn]] inline void throw_run_after_stop(bool closed) {
@@ -172,17 +178,19 @@ class BasicMonitoredSession {
     static_assert(std::is_invocable_v<StepFn&, StepContext<BasicMonitoredSession>&>,
                   "runhooks: step_fn must take exactly one argument, the step context: write "
                   "`[&](auto& step_context) { ... }`.");
-    return with_recovery([&]() -> decltype(auto) {
-      StepContext<BasicMonitoredSession> context(*this);
-      return step_fn(context);
-    });
+    if constexpr (std::is_invocable_v<StepFn&, StepContext<BasicMonitoredSession>&>)
+      return with_recovery([&]() -> decltype(auto) {
+        StepContext<BasicMonitoredSession> context(*this);
+        return step_fn(context);
+      });
   }
 
   // Ask to stop after this step, from the thread that runs the loop (TensorFlow users asked for
   // this in vain, tensorflow#14028). From other threads use coordinator().request_stop().
   void request_stop() noexcept { state_.stop = true; }
 
-  // The backend, bypassing hooks (TensorFlow's raw_session()). It stays valid after close().
+  // The backend, bypassing hooks (TensorFlow's raw_session()). It stays valid after close(), but
+  // not after a failed re-creation (the error that re-creation threw says so).
   backend_type& raw_session() noexcept { return slot_.get(); }
 
   Coordinator& coordinator() noexcept { return *state_.coord; }
@@ -205,6 +213,22 @@ class BasicMonitoredSession {
  private:
   template <class S>
   friend class StepContext;
+  template <class S, class Body>
+  friend void run_loop(S& session, Body&& body);
+
+  // What run_loop does when its body throws anything but a clean end: close without end(), as
+  // TensorFlow's __exit__ does, and keep the body's exception (errors while closing are logged).
+  void close_without_end() noexcept {
+    if (state_.closed) return;
+    try {
+      close_internal(false);
+    } catch (const std::exception& e) {
+      log(Severity::warning, std::string("runhooks: error while closing a session after an "
+                                         "exception: ") + e.what());
+    } catch (...) {
+      log(Severity::warning, "runhooks: unknown error while closing a session after an exception");
+    }
+  }
 
   template <class F>
   void for_each_hook(F&& f) {
@@ -402,6 +426,9 @@ class BasicMonitoredSession {
       // The lost session's errors are what we are recovering from.
     }
     slot_.destroy();
+    // Until a new backend exists the session should stop and run() must not reach the backend
+    // (TensorFlow: should_stop() is true while _sess is None).
+    state_.stop = true;
     create_with_retries();
     state_.coord.emplace();
     state_.stop = false;
@@ -409,10 +436,12 @@ class BasicMonitoredSession {
   }
 
   [[gnu::noinline]] bool should_stop_slow() {
-    if (state_.closed || state_.stop) return true;
+    if (state_.closed) return true;
+    // TensorFlow reads the coordinator's error before the hooks' stop flag: a preemption
+    // re-creates the backend (which resets that flag) even after a hook asked to stop.
     const std::exception_ptr error = state_.coord->requested_exception();
     if constexpr (recoverable) {
-      if (is_preemption(error)) {
+      if (slot_.alive() && is_preemption(error)) {
         recover();
         return false;
       }
@@ -427,7 +456,7 @@ class BasicMonitoredSession {
     state_.closed = true;
     state_.stop = true;
     std::exception_ptr first_error;
-    if (call_end) {
+    if (call_end && slot_.alive()) {
       try {
         for_each_hook([&](auto& hook) {
           if constexpr (HasEnd<std::remove_cvref_t<decltype(hook)>, backend_type>)
@@ -506,14 +535,17 @@ class StepContext {
 
 // TensorFlow's `with MonitoredSession(...) as s: while not s.should_stop(): body()`.
 // Runs body until the session should stop; OutOfRangeError or StopIteration ends the loop
-// cleanly. Then closes the session, calling every end(). Any other exception propagates and
-// the session closes without end() when it is destroyed.
+// cleanly. Then closes the session, calling every end(). Any other exception closes the session
+// without end() and propagates.
 template <class Session, class Body>
 void run_loop(Session& session, Body&& body) {
   try {
     while (!session.should_stop()) body();
   } catch (const OutOfRangeError&) {
   } catch (const StopIteration&) {
+  } catch (...) {
+    session.close_without_end();
+    throw;
   }
   session.close();
 }

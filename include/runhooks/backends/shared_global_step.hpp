@@ -38,7 +38,10 @@ class SharedGlobalStep {
                                     std::chrono::steady_clock::time_point deadline) {
     std::unique_lock lock(mutex_);
     waiters_.fetch_add(1, std::memory_order_seq_cst);
-    changed_.wait_until(lock, stop, deadline, [&] { return load() >= target; });
+    // seq_cst, not load()'s acquire: this read and the writer's read of waiters_ are the two
+    // halves of the handshake in wake(), and only seq_cst loads are ordered after the stores.
+    changed_.wait_until(lock, stop, deadline,
+                        [&] { return value_.load(std::memory_order_seq_cst) >= target; });
     waiters_.fetch_sub(1, std::memory_order_relaxed);
     return load();
   }

@@ -2,7 +2,9 @@
 // a class template whose name and arguments the compiler prints (naming the hook or key type).
 #pragma once
 
+#include <exception>
 #include <type_traits>
+#include <utility>
 
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/type_list.hpp>
@@ -10,20 +12,28 @@
 
 namespace runhooks::detail {
 
-template <class T>
-inline constexpr bool is_session_run_args = false;
-template <class... Items>
-inline constexpr bool is_session_run_args<SessionRunArgs<Items...>> = true;
+// Named bools rather than the concepts themselves: both compilers then print
+// `defines_a_hook_point<UserType>` in the failed requirement, and skip the concept's notes.
+// A final type cannot be probed; is_not_final reports it, so it counts as defining one here.
+template <class Hook>
+inline constexpr bool defines_a_hook_point = std::is_final_v<Hook> || names_any_hook_point<Hook>;
+template <class Hook>
+inline constexpr bool is_not_final = !std::is_final_v<Hook>;
 
 // The hook types in a MonitoredSession<Backend, Hook...>: each must define a hook point, and
 // every member named like a hook point must have that point's signature.
 template <class Hook, class Backend>
 struct check_hook {
-  static_assert(names_any_hook_point<Hook>,
+  static_assert(is_not_final<Hook>,
+                "runhooks: a hook type must not be final: runhooks derives from it to find every "
+                "member named like a hook point, so that none that does not fit is skipped. "
+                "Remove `final` from the hook type (the argument of "
+                "runhooks::detail::is_not_final).");
+  static_assert(defines_a_hook_point<Hook>,
                 "runhooks: this type is not a hook: it defines none of begin(), "
                 "after_create_session(session, coord), before_run(run_context), "
-                "after_run(run_context, run_values) or end(session). The hook type is named in "
-                "the instantiation of runhooks::detail::check_hook above.");
+                "after_run(run_context, run_values) or end(session) (check their spelling). The "
+                "hook type is the argument of runhooks::detail::defines_a_hook_point.");
   static_assert(!names_begin<Hook> || HasBegin<Hook>,
                 "runhooks: the hook's begin() does not fit. Write `void begin()`.");
   static_assert(!names_after_create_session<Hook> || HasAfterCreateSession<Hook, Backend>,
@@ -34,20 +44,38 @@ struct check_hook {
   static constexpr bool value = true;
 };
 
-// Checked where run() is instantiated, since the context type depends on the caller's args.
-template <class Hook, class Ctx>
-struct check_before_run {
-  static_assert(!names_before_run<Hook> || HasBeforeRun<Hook, Ctx>,
-                "runhooks: the hook's before_run does not fit. Write `void before_run(auto& "
-                "run_context)` or return runhooks::SessionRunArgs{...} from it.");
-  static constexpr bool value = true;
-};
+template <class Hook, class Result>
+inline constexpr bool before_run_returns_void_or_session_run_args = before_run_result<Result>;
 
 template <class Hook, class Ctx, class Result>
 struct check_before_run_result {
-  static_assert(std::is_void_v<Result> || is_session_run_args<std::remove_cvref_t<Result>>,
+  static_assert(before_run_returns_void_or_session_run_args<Hook, Result>,
                 "runhooks: before_run must return void or runhooks::SessionRunArgs{...}; the "
                 "hook type and what it returns are named in this instantiation.");
+  static constexpr bool value = true;
+};
+
+// What a callable before_run returns; void for one that cannot be called.
+template <class Hook, class Ctx>
+struct before_run_result_of {
+  using type = void;
+};
+template <class Hook, class Ctx>
+  requires callable_before_run<Hook, Ctx>
+struct before_run_result_of<Hook, Ctx> {
+  using type = decltype(std::declval<Hook&>().before_run(std::declval<Ctx&>()));
+};
+
+// Checked where run() is instantiated, since the context type depends on the caller's args.
+// A before_run that does not fit is not called (HasBeforeRun is false), so this is the only
+// error the user sees.
+template <class Hook, class Ctx>
+struct check_before_run {
+  static_assert(!names_before_run<Hook> || callable_before_run<Hook, Ctx>,
+                "runhooks: the hook's before_run does not fit. Write `void before_run(auto& "
+                "run_context)` or return runhooks::SessionRunArgs{...} from it.");
+  static_assert(check_before_run_result<Hook, Ctx,
+                                        typename before_run_result_of<Hook, Ctx>::type>::value);
   static constexpr bool value = true;
 };
 
@@ -93,6 +121,13 @@ struct backend_cannot_feed {
                 "the backend `void feed(Key, value_type)` (key and backend are the template "
                 "arguments of runhooks::detail::backend_cannot_feed).");
 };
+
+// A stand-in value on a path whose static_assert has already failed, so that the compiler
+// reports the mistake once instead of again where the value is used. Never runs.
+template <class T>
+[[noreturn]] T after_diagnostic() {
+  std::terminate();
+}
 
 template <class Item, class OtherArgs>
 inline constexpr bool feeds_same = [] {

@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <optional>
 #include <stop_token>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include <runhooks/clock.hpp>
 #include <runhooks/concepts.hpp>

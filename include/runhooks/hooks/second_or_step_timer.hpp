@@ -47,29 +47,29 @@ class SecondOrStepTimer {
     return timer;
   }
 
-  void reset() noexcept {
-    last_triggered_step_.reset();
-    last_triggered_time_.reset();
-  }
+  void reset() noexcept { triggered_ = false; }
 
   bool should_trigger_for_step(std::int64_t step) {
-    if (!last_triggered_step_) return true;
-    if (*last_triggered_step_ == step) return false;
-    if (every_secs_ && clock_.now() >= *last_triggered_time_ + *every_secs_) return true;
-    if (every_steps_ && step >= *last_triggered_step_ + *every_steps_) return true;
+    if (!triggered_) return true;
+    if (last_triggered_step_ == step) return false;
+    if (every_secs_ && clock_.now() >= last_triggered_time_ + *every_secs_) return true;
+    if (every_steps_ && step >= last_triggered_step_ + *every_steps_) return true;
     return false;
   }
 
   TimerElapsed update_last_triggered_step(std::int64_t step) {
     const double now = clock_.now();
     TimerElapsed elapsed;
-    if (last_triggered_time_) elapsed = {now - *last_triggered_time_, step - *last_triggered_step_};
+    if (triggered_) elapsed = {now - last_triggered_time_, step - last_triggered_step_};
+    triggered_ = true;
     last_triggered_time_ = now;
     last_triggered_step_ = step;
     return elapsed;
   }
 
-  std::optional<std::int64_t> last_triggered_step() const noexcept { return last_triggered_step_; }
+  std::optional<std::int64_t> last_triggered_step() const noexcept {
+    return triggered_ ? std::optional(last_triggered_step_) : std::nullopt;
+  }
   std::optional<double> every_secs() const noexcept { return every_secs_; }
   std::optional<std::int64_t> every_steps() const noexcept { return every_steps_; }
   C& clock() noexcept { return clock_; }
@@ -77,8 +77,11 @@ class SecondOrStepTimer {
  private:
   std::optional<double> every_secs_;
   std::optional<std::int64_t> every_steps_;
-  std::optional<std::int64_t> last_triggered_step_;
-  std::optional<double> last_triggered_time_;
+  // Plain fields and one flag rather than two optionals: the same state, and GCC's
+  // -Wmaybe-uninitialized cannot follow optionals through inlined copies.
+  bool triggered_ = false;
+  std::int64_t last_triggered_step_ = 0;
+  double last_triggered_time_ = 0.0;
   [[no_unique_address]] C clock_;
 };
 

@@ -2,6 +2,8 @@
 // (a log line, a CSV file, a callback, TensorBoard event files).
 #pragma once
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -145,7 +147,8 @@ class StepCounterHook {
 
   const StepCounterOptions& options() const noexcept { return options_; }
   Output& output() noexcept { return output_; }
-  // How often the clock was read; every_n_secs keeps it far below the number of steps.
+  // How often every_n_secs mode sampled the clock (each sample reads it two or three times);
+  // the stride keeps it far below the number of steps. Zero in every_n_steps mode.
   std::int64_t clock_reads() const noexcept { return clock_reads_; }
 
  private:

@@ -1,0 +1,16 @@
+// expect: runhooks: the hook's after_create_session does not fit
+// after_create_session receives the session and the coordinator; one argument is an error.
+#include <runhooks/monitored_session.hpp>
+
+struct Trainer {
+  void run() {}
+};
+
+struct RestoreHook {
+  void after_create_session(Trainer&) {}
+};
+
+int main() {
+  runhooks::MonitoredSession session{Trainer{}, RestoreHook{}};
+  session.run();
+}
