@@ -206,3 +206,38 @@ TEST_CASE("E29 (runhooks): feeds apply to their own step only") {
   CHECK(*session.run(SessionRunArgs{runhooks::fetch<SumABC>(), runhooks::feed<FeedC>(20)})[SumABC{}] == 25);
   CHECK(*session.run(SessionRunArgs{runhooks::fetch<SumABC>()})[SumABC{}] == 5);
 }
+
+namespace {
+struct CountingBackend {
+  std::int64_t step = 0;
+  mutable int reads = 0;
+  void run() { ++step; }
+  std::int64_t global_step() const { return step; }
+  int fetch(AnotherTensor) const { return ++reads, 5; }
+};
+}  // namespace
+
+TEST_CASE("E27 (runhooks): a key several requests fetch is read from the backend once per step") {
+  // TF evaluates a fetched tensor once per Session.run, however many hooks name it.
+  using Req = SessionRunArgs<Fetch<AnotherTensor>>;
+  FakeHook<Req> first, off, second;
+  first.request = Req{runhooks::fetch<AnotherTensor>()};
+  off.request = Req{runhooks::fetch<AnotherTensor>(false)};
+  second.request = Req{runhooks::fetch<AnotherTensor>()};
+  runhooks::MonitoredSession session{CountingBackend{}, std::ref(off), std::ref(first), std::ref(second)};
+
+  const auto caller = session.run(SessionRunArgs{runhooks::fetch<AnotherTensor>()});
+  CHECK(session.raw_session().reads == 1);
+  CHECK(caller[AnotherTensor{}] == 5);
+  CHECK((*first.last_run_values)[AnotherTensor{}] == 5);
+  CHECK((*second.last_run_values)[AnotherTensor{}] == 5);
+  // A request whose fetch is off gets nothing, even though others read the key this step.
+  CHECK_FALSE((*off.last_run_values)[AnotherTensor{}].has_value());
+
+  session.run(SessionRunArgs{runhooks::fetch<AnotherTensor>(false)});
+  CHECK(session.raw_session().reads == 2);  // the hooks still fetch it: one more read
+
+  first.request = second.request = Req{runhooks::fetch<AnotherTensor>(false)};
+  session.run();
+  CHECK(session.raw_session().reads == 2);  // nobody asked: no read
+}

@@ -158,7 +158,12 @@ class BasicMonitoredSession {
   bool should_stop() {
     if (!state_.coord->should_stop() && !state_.stop) [[likely]]
       return false;
-    return should_stop_slow();
+    // Only a session that can recover, or must re-throw, has anything to do here; saying so at
+    // compile time lets the compiler see that the loop ends (clang otherwise reloads state).
+    if constexpr (!recoverable && !Singular)
+      return true;
+    else
+      return should_stop_slow();
   }
 
   // One step: every before_run, the backend's step with the merged feeds and fetches, every
@@ -269,15 +274,46 @@ class BasicMonitoredSession {
     });
   }
 
-  template <class Args>
-  void fetch(const Args& args, SessionRunValues<Args>& values) {
-    args.for_each([&](const auto& item) {
+  // Reads every fetched key from the backend once per step, however many requests name it:
+  // the caller's request comes first, then the hooks' in order, and a request whose key an
+  // earlier request already read this step gets a copy. A request receives a value only where
+  // its own fetch is switched on.
+  template <class Sources, class Sinks, std::size_t... S>
+  void fetch_once(const Sources& sources, const Sinks& sinks, std::index_sequence<S...>) {
+    (fetch_into<S>(sources, sinks), ...);
+  }
+
+  template <std::size_t S, class Sources, class Sinks>
+  void fetch_into(const Sources& sources, const Sinks& sinks) {
+    boost::hana::at_c<S>(sources)->for_each([&](const auto& item) {
       using Item = std::remove_cvref_t<decltype(item)>;
       if constexpr (detail::is_fetch<Item>) {
         using K = typename Item::key_type;
-        if (item.enabled) values.template slot<K>().emplace(detail::fetch_backend<K>(slot_.get()));
+        if (!item.enabled) return;
+        auto& slot = boost::hana::at_c<S>(sinks)->template slot<K>();
+        const auto* earlier = earlier_fetch<K>(sources, sinks, std::make_index_sequence<S>{});
+        if (earlier != nullptr)
+          slot = *earlier;
+        else
+          slot.emplace(detail::fetch_backend<K>(slot_.get()));
       }
     });
+  }
+
+  template <class K, class Sources, class Sinks, std::size_t... J>
+  static const std::optional<typename K::value_type>* earlier_fetch(
+      const Sources& sources, const Sinks& sinks, std::index_sequence<J...>) {
+    const std::optional<typename K::value_type>* found = nullptr;
+    (
+        [&] {
+          using Args = std::remove_cvref_t<decltype(*boost::hana::at_c<J>(sources))>;
+          if constexpr (Args::template has<Fetch<K>>) {
+            if (found == nullptr && boost::hana::at_c<J>(sources)->template get<Fetch<K>>().enabled)
+              found = &boost::hana::at_c<J>(sinks)->template slot<K>();
+          }
+        }(),
+        ...);
+    return found;
   }
 
   template <class CallerArgs>
@@ -298,11 +334,25 @@ class BasicMonitoredSession {
 
     // Every fetch reads the state the step left, before any after_run can change it.
     SessionRunValues<CallerArgs> caller_values;
-    fetch(args, caller_values);
     auto values = boost::hana::unpack(requests, [](const auto&... request) {
       return boost::hana::basic_tuple<SessionRunValues<std::remove_cvref_t<decltype(request)>>...>{};
     });
-    call_after_run(ctx, requests, values, std::make_index_sequence<sizeof...(Hooks)>{});
+    fetch_once(boost::hana::unpack(requests,
+                                   [&](const auto&... request) {
+                                     return boost::hana::basic_tuple<
+                                         const CallerArgs*,
+                                         const std::remove_cvref_t<decltype(request)>*...>{
+                                         &args, &request...};
+                                   }),
+               boost::hana::unpack(values,
+                                   [&](auto&... hook_values) {
+                                     return boost::hana::basic_tuple<
+                                         SessionRunValues<CallerArgs>*,
+                                         std::remove_cvref_t<decltype(hook_values)>*...>{
+                                         &caller_values, &hook_values...};
+                                   }),
+               std::make_index_sequence<sizeof...(Hooks) + 1>{});
+    call_after_run(ctx, values, std::make_index_sequence<sizeof...(Hooks)>{});
     if (ctx.stop_requested()) [[unlikely]]
       state_.stop = true;
 
@@ -312,10 +362,9 @@ class BasicMonitoredSession {
       return;
   }
 
-  template <class Ctx, class Requests, class Values, std::size_t... I>
-  void call_after_run(Ctx& ctx, const Requests& requests, Values& values,
+  template <class Ctx, class Values, std::size_t... I>
+  void call_after_run(Ctx& ctx, Values& values,
                       std::index_sequence<I...>) {
-    (fetch(boost::hana::at_c<I>(requests), boost::hana::at_c<I>(values)), ...);
     (call_after_run_one(detail::unwrap(boost::hana::at_c<I>(hooks_)), ctx,
                         boost::hana::at_c<I>(values)),
      ...);
