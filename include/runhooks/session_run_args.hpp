@@ -139,7 +139,10 @@ class SessionRunValues<SessionRunArgs<Items...>> {
     static_assert(detail::contains<Fetch<K>, Items...>,
                   "runhooks::SessionRunValues: this key was not fetched; add "
                   "runhooks::fetch<Key>() to what before_run returns");
-    return boost::hana::at_c<detail::index_of<Fetch<K>, Items...>>(slots_);
+    if constexpr (detail::contains<Fetch<K>, Items...>)
+      return boost::hana::at_c<detail::index_of<Fetch<K>, Items...>>(slots_);
+    else
+      return detail::after_diagnostic<const std::optional<typename K::value_type>&>();
   }
 
   template <KeyType K>

@@ -2,7 +2,6 @@
 // a class template whose name and arguments the compiler prints (naming the hook or key type).
 #pragma once
 
-#include <exception>
 #include <type_traits>
 #include <utility>
 
@@ -121,13 +120,6 @@ struct backend_cannot_feed {
                 "the backend `void feed(Key, value_type)` (key and backend are the template "
                 "arguments of runhooks::detail::backend_cannot_feed).");
 };
-
-// A stand-in value on a path whose static_assert has already failed, so that the compiler
-// reports the mistake once instead of again where the value is used. Never runs.
-template <class T>
-[[noreturn]] T after_diagnostic() {
-  std::terminate();
-}
 
 template <class Item, class OtherArgs>
 inline constexpr bool feeds_same = [] {

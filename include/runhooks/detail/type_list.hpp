@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <exception>
 #include <type_traits>
 
 namespace runhooks::detail {
@@ -23,5 +24,12 @@ inline constexpr bool contains = index_of<T, Ts...> != npos;
 // Delays a static_assert(false) until instantiation, naming the types involved.
 template <class...>
 inline constexpr bool always_false = false;
+
+// A stand-in value on a path whose static_assert has already failed, so that the compiler
+// reports the mistake once instead of again where the value is used. Never runs.
+template <class T>
+[[noreturn]] T after_diagnostic() {
+  std::terminate();
+}
 
 }  // namespace runhooks::detail

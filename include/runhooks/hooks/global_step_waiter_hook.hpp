@@ -64,7 +64,9 @@ class GlobalStepWaiterHook {
   void before_run(Ctx& run_context) {
     if (started_) [[likely]]
       return;
-    wait(run_context);
+    // Without global_step() after_create_session has reported the mistake; say it once.
+    if constexpr (HasGlobalStep<std::remove_cvref_t<decltype(run_context.session())>>)
+      wait(run_context);
   }
 
   bool started() const noexcept { return started_; }

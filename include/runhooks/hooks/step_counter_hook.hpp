@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 
 #include <runhooks/clock.hpp>
@@ -137,12 +138,15 @@ class StepCounterHook {
 
   template <class Ctx, class Values>
   void after_run(Ctx& run_context, const Values&) {
-    const auto global_step = static_cast<std::int64_t>(run_context.session().global_step());
-    if (global_step >= next_check_) [[unlikely]]
-      check(global_step);
-    if (global_step == last_global_step_) [[unlikely]]
-      warn_not_increased(global_step);
-    last_global_step_ = global_step;
+    // Without global_step() after_create_session has reported the mistake; say it once.
+    if constexpr (HasGlobalStep<std::remove_cvref_t<decltype(run_context.session())>>) {
+      const auto global_step = static_cast<std::int64_t>(run_context.session().global_step());
+      if (global_step >= next_check_) [[unlikely]]
+        check(global_step);
+      if (global_step == last_global_step_) [[unlikely]]
+        warn_not_increased(global_step);
+      last_global_step_ = global_step;
+    }
   }
 
   const StepCounterOptions& options() const noexcept { return options_; }

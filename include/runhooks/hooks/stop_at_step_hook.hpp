@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
+#include <type_traits>
 
 #include <runhooks/concepts.hpp>
 #include <runhooks/coordinator.hpp>
@@ -37,17 +38,21 @@ class StopAtStepHook {
     static_assert(HasGlobalStep<Backend>,
                   "runhooks::StopAtStepHook needs a backend with `std::int64_t global_step() "
                   "const`; the backend type is named in this instantiation.");
-    if (pending_) {
-      last_step_ = static_cast<std::int64_t>(session.global_step()) + num_steps_;
-      pending_ = false;
+    if constexpr (HasGlobalStep<Backend>) {
+      if (pending_) {
+        last_step_ = static_cast<std::int64_t>(session.global_step()) + num_steps_;
+        pending_ = false;
+      }
     }
   }
 
   template <class Ctx, class Values>
   void after_run(Ctx& run_context, const Values&) const {
-    if (static_cast<std::int64_t>(run_context.session().global_step()) >= last_step_)
-        [[unlikely]]
-      run_context.request_stop();
+    // Without global_step() after_create_session has reported the mistake; say it once.
+    if constexpr (HasGlobalStep<std::remove_cvref_t<decltype(run_context.session())>>)
+      if (static_cast<std::int64_t>(run_context.session().global_step()) >= last_step_)
+          [[unlikely]]
+        run_context.request_stop();
   }
 
   // The step at which the hook stops; known after the first after_create_session().
