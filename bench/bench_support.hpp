@@ -96,7 +96,7 @@ inline volatile int lifecycle_sink = 0;
 struct LifecycleHook {
   void begin() noexcept { lifecycle_sink = 1; }
   template <class Backend>
-  void after_create_session(Backend&, runhooks::Coordinator&) noexcept {
+  void after_create_session(Backend&) noexcept {
     lifecycle_sink = 2;
   }
   template <class Backend>
@@ -216,7 +216,8 @@ struct DynAdapter final : DynHook<Backend> {
     if constexpr (runhooks::HasBegin<Hook>) hook.begin();
   }
   void after_create_session(Backend& b, runhooks::Coordinator& c) override {
-    if constexpr (runhooks::HasAfterCreateSession<Hook, Backend>) hook.after_create_session(b, c);
+    if constexpr (runhooks::HasAfterCreateSession<Hook, Backend>)
+      runhooks::call_after_create_session(hook, b, c);
   }
   DynRunArgs before_run(Context& ctx) override {
     if constexpr (runhooks::HasBeforeRun<Hook, Context>) hook.before_run(ctx);

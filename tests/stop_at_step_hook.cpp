@@ -64,8 +64,7 @@ bool run_no_op(StopAtStepHook& hook, StepBackend& backend) {
 }
 
 void create_session(StopAtStepHook& hook, StepBackend& backend) {
-  runhooks::Coordinator coord;
-  hook.after_create_session(backend, coord);
+  hook.after_create_session(backend);
 }
 
 }  // namespace

@@ -245,7 +245,7 @@ struct Recorded {
   void after_create_session(Backend& backend, runhooks::Coordinator& coord) {
     guarded(enter(tf::HookPoint::after_create_session, false), [&] {
       if constexpr (runhooks::HasAfterCreateSession<Inner, Backend>)
-        inner.after_create_session(backend, coord);
+        runhooks::call_after_create_session(inner, backend, coord);
     });
   }
   template <class Ctx>
@@ -446,7 +446,8 @@ void replay_hooked(World& w, Hooks... hook_args) {
         std::apply([](auto&... h) { (h.begin(), ...); }, hooks);
         break;
       case tf::ActionKind::after_create_session:
-        std::apply([&](auto&... h) { (h.after_create_session(backend, coord), ...); }, hooks);
+        std::apply([&](auto&... h) { (runhooks::call_after_create_session(h, backend, coord), ...); },
+                   hooks);
         break;
       case tf::ActionKind::end:
         std::apply([&](auto&... h) { (h.end(backend), ...); }, hooks);

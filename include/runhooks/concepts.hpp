@@ -42,7 +42,7 @@ concept BackendFactory = std::is_object_v<F> && !Backend<F> && std::invocable<F&
 
 // The five hook points, after TensorFlow's SessionRunHook. Each is a concept on the hook type.
 //   begin()                              once, before the backend exists
-//   after_create_session(backend, coord) after each (re)creation of the backend
+//   after_create_session(backend[, coord]) after each (re)creation of the backend
 //   before_run(run_context)              before each step; returns void or SessionRunArgs<...>
 //   after_run(run_context, run_values)   after each step that completed
 //   end(backend)                         on close() and on a clean end of the loop
@@ -50,9 +50,26 @@ template <class H>
 concept HasBegin = requires(H& h) { h.begin(); };
 
 template <class H, class B>
-concept HasAfterCreateSession = requires(H& h, B& b, Coordinator& c) {
+concept TakesCoordinator = requires(H& h, B& b, Coordinator& c) {
   h.after_create_session(b, c);
 };
+
+// after_create_session takes the coordinator only if the hook uses it: a session polls its
+// coordinator's stop flag on every step only while someone holds the coordinator.
+template <class H, class B>
+concept HasAfterCreateSession =
+    TakesCoordinator<H, B> || requires(H& h, B& b) { h.after_create_session(b); };
+
+// Calls a hook's after_create_session with or without the coordinator, as the hook takes it;
+// for driving hooks by hand, as TensorFlow's tests do.
+template <class H, class B>
+  requires HasAfterCreateSession<H, B>
+void call_after_create_session(H& hook, B& session, Coordinator& coord) {
+  if constexpr (TakesCoordinator<H, B>)
+    hook.after_create_session(session, coord);
+  else
+    hook.after_create_session(session);
+}
 
 namespace detail {
 template <class T>

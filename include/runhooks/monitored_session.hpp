@@ -65,15 +65,26 @@ struct backend_slot<SessionCreator<F, P>> {
   }
 };
 
+// should_stop() reads only `attention` on the per-step path. It is set when a stop was asked
+// for, and for as long as someone outside the session holds the coordinator, whose atomic flag
+// must then be polled: a hook whose after_create_session takes it, or a caller of
+// coordinator(). Until then no other thread can stop the coordinator, and the per-step path
+// has no atomic load.
 struct StopState {
   std::optional<Coordinator> coord;
-  bool stop = false;    // a hook or the caller asked to stop; set on close too
+  bool attention = false;
+  bool stop = false;  // a hook or the caller asked to stop; set on close too
+  bool polls_coordinator = false;
   bool closed = false;
   int uncaught = std::uncaught_exceptions();  // to tell a clean scope exit in the destructor
-};
 
-template <class Hooks, class Ctx>
-struct requests_of;
+  void set_stop() noexcept { stop = attention = true; }
+  void clear_stop() noexcept {
+    stop = false;
+    attention = polls_coordinator;
+  }
+  void poll_coordinator() noexcept { polls_coordinator = attention = true; }
+};
 
 // Named calls keep the backend's feed() and fetch() dependent, so a backend without them
 // compiles as long as no one feeds or fetches. A key the backend lacks is reported once, by
@@ -129,6 +140,8 @@ class BasicMonitoredSession {
     });
     if constexpr (slot_type::can_recreate) create_with_retries();
     state_.coord.emplace();
+    if constexpr ((... || TakesCoordinator<detail::unwrap_hook_t<Hooks>, backend_type>))
+      state_.poll_coordinator();
     after_create_session();
   }
 
@@ -152,12 +165,14 @@ class BasicMonitoredSession {
   }
 
   // True after close(), after a hook or the caller requested a stop, or once the coordinator
-  // stopped. Two loads on the per-step path; the rare cases are out of line. A coordinator
-  // that stopped with an AbortedError or UnavailableError makes a recoverable session re-create
-  // its backend here and return false (TensorFlow does the same).
+  // stopped. One load of a plain flag on the per-step path, plus the coordinator's atomic flag
+  // while someone holds the coordinator (see StopState). A coordinator that stopped with an
+  // AbortedError or UnavailableError makes a recoverable session re-create its backend here
+  // and return false (TensorFlow does the same).
   bool should_stop() {
-    if (!state_.coord->should_stop() && !state_.stop) [[likely]]
+    if (!state_.attention) [[likely]]
       return false;
+    if (!state_.stop && !state_.coord->should_stop()) return false;
     // Only a session that can recover, or must re-throw, has anything to do here; saying so at
     // compile time lets the compiler see that the loop ends (clang otherwise reloads state).
     if constexpr (!recoverable && !Singular)
@@ -170,7 +185,7 @@ class BasicMonitoredSession {
   // after_run. Returns the caller's own fetched values when args has fetches.
   template <class... Items>
   auto run(const SessionRunArgs<Items...>& args) {
-    if (state_.stop) [[unlikely]]
+    if (state_.attention && state_.stop) [[unlikely]]
       detail::throw_run_after_stop(state_.closed);
     return with_recovery([&] { return run_hooked(args); });
   }
@@ -192,13 +207,18 @@ class BasicMonitoredSession {
 
   // Ask to stop after this step, from the thread that runs the loop (TensorFlow users asked for
   // this in vain, tensorflow#14028). From other threads use coordinator().request_stop().
-  void request_stop() noexcept { state_.stop = true; }
+  void request_stop() noexcept { state_.set_stop(); }
 
   // The backend, bypassing hooks (TensorFlow's raw_session()). It stays valid after close(), but
   // not after a failed re-creation (the error that re-creation threw says so).
   backend_type& raw_session() noexcept { return slot_.get(); }
 
-  Coordinator& coordinator() noexcept { return *state_.coord; }
+  // From here on the session polls the coordinator's stop flag on every step, since another
+  // thread may now stop it. Call it from the thread that runs the session.
+  Coordinator& coordinator() noexcept {
+    state_.poll_coordinator();
+    return *state_.coord;
+  }
 
   // The I-th hook (through std::ref if it was passed that way).
   template <std::size_t I>
@@ -243,7 +263,7 @@ class BasicMonitoredSession {
   void after_create_session() {
     for_each_hook([&](auto& hook) {
       if constexpr (HasAfterCreateSession<std::remove_cvref_t<decltype(hook)>, backend_type>)
-        hook.after_create_session(slot_.get(), *state_.coord);
+        call_after_create_session(hook, slot_.get(), *state_.coord);
     });
   }
 
@@ -354,7 +374,7 @@ class BasicMonitoredSession {
                std::make_index_sequence<sizeof...(Hooks) + 1>{});
     call_after_run(ctx, values, std::make_index_sequence<sizeof...(Hooks)>{});
     if (ctx.stop_requested()) [[unlikely]]
-      state_.stop = true;
+      state_.set_stop();
 
     if constexpr (has_fetch<CallerArgs>)
       return caller_values;
@@ -477,10 +497,10 @@ class BasicMonitoredSession {
     slot_.destroy();
     // Until a new backend exists the session should stop and run() must not reach the backend
     // (TensorFlow: should_stop() is true while _sess is None).
-    state_.stop = true;
+    state_.set_stop();
     create_with_retries();
     state_.coord.emplace();
-    state_.stop = false;
+    state_.clear_stop();
     after_create_session();
   }
 
@@ -503,7 +523,7 @@ class BasicMonitoredSession {
 
   void close_internal(bool call_end) {
     state_.closed = true;
-    state_.stop = true;
+    state_.set_stop();
     std::exception_ptr first_error;
     if (call_end && slot_.alive()) {
       try {
@@ -566,7 +586,7 @@ class StepContext {
   // step_fn is run again.
   template <class... Items>
   auto run_with_hooks(const SessionRunArgs<Items...>& args) {
-    if (session_->state_.stop) [[unlikely]]
+    if (session_->state_.attention && session_->state_.stop) [[unlikely]]
       detail::throw_run_after_stop(session_->state_.closed);
     return session_->run_hooked(args);
   }

@@ -33,33 +33,37 @@ N1, N2 = 100_000, 1_100_000
 
 # (id, subject loop, reference loop, bound in instructions per step or None for information,
 #  what is compared). A bound holds when subject - reference <= bound + TOLERANCE.
+# The sessions measured here hold no hook that takes the coordinator and nobody calls
+# coordinator(), so they poll no atomic flag (see StopState in monitored_session.hpp): the
+# hand-written loops doing the same work are the ones without the external atomic flag.
 COMPARISONS = [
-    ("stop+counter", "session_stop_counter_steps", "hand_stop_counter", 1,
+    ("stop+counter", "session_stop_counter_steps", "hand_stop_counter_noatomic", 1,
      "StopAtStepHook + StepCounterHook(every_n_steps) vs a hand-written loop doing the same work"),
     ("stop+counter/bare", "session_stop_counter_steps", "hand_bare", 6,
      "StopAtStepHook + StepCounterHook(every_n_steps) vs a bare loop testing only its stop step"),
-    ("no hooks", "session_no_hooks", "hand_counted", 0,
+    ("no hooks", "session_no_hooks", "hand_counted_noatomic", 0,
      "a session with no hooks vs the matching hand-written loop"),
-    ("4 lifecycle hooks", "session_lifecycle_4", "hand_counted", 0,
+    ("4 lifecycle hooks", "session_lifecycle_4", "hand_counted_noatomic", 0,
      "4 hooks without per-step callbacks vs the matching hand-written loop"),
-    ("60 lifecycle hooks", "session_lifecycle_60", "hand_counted", 0,
+    ("60 lifecycle hooks", "session_lifecycle_60", "hand_counted_noatomic", 0,
      "60 hooks without per-step callbacks vs the matching hand-written loop"),
-    ("stop+counter(secs)", "session_stop_counter_secs", "hand_stop_counter", 3,
+    ("stop+counter(secs)", "session_stop_counter_secs", "hand_stop_counter_noatomic", 3,
      "StopAtStepHook + StepCounterHook(every_n_secs), amortized, vs the every_n_steps "
      "hand-written loop"),
     ("64 hooks vs 4", "session_64_hooks", "session_4_per_step", 0,
      "64 hooks (60 without per-step callbacks) vs the same 4 hooks alone"),
-    # Information: the honest differences against loops that do less.
-    ("stop+counter/no atomic", "session_stop_counter_steps", "hand_stop_counter_noatomic", None,
-     "vs the same hand-written loop without the external atomic flag"),
+    # Information: against loops that do more (an external atomic stop flag, what a session
+    # pays once someone holds its coordinator) and loops that do less.
+    ("stop+counter/atomic", "session_stop_counter_steps", "hand_stop_counter", None,
+     "vs the same hand-written loop plus an external atomic stop flag"),
     ("stop+counter/registers", "session_stop_counter_steps", "hand_stop_counter_registers", None,
      "vs the same work with the backend's step in a register (locals only)"),
     ("stop+counter/bare registers", "session_stop_counter_steps", "hand_bare_registers", None,
      "vs a bare loop with the backend's step in a register"),
     ("stop only/bare", "session_stop_at_step", "hand_bare", None,
      "StopAtStepHook alone vs the bare loop"),
-    ("no hooks/no atomic", "session_no_hooks", "hand_counted_noatomic", None,
-     "a session with no hooks vs the counted loop without the external atomic flag"),
+    ("no hooks/atomic", "session_no_hooks", "hand_counted", None,
+     "a session with no hooks vs the counted loop plus an external atomic stop flag"),
     ("no hooks/registers", "session_no_hooks", "hand_counted_registers", None,
      "a session with no hooks vs the counted loop with locals only"),
 ]
@@ -179,7 +183,7 @@ def main():
         all_violations = []
         for result in results:
             result["comparisons"], violations = report(result)
-            all_violations += [f"{result['compiler']}: {v}" for v in violations]
+            all_violations += [f"{result['compiler']}:{v}" for v in violations]
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"n1": N1, "n2": N2, "results": results}, f, indent=1)

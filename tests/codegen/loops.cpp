@@ -5,12 +5,11 @@
 //
 // The hand-written loops are what a user would write without runhooks, doing the same work as
 // the session they are compared with, with the same rules: rare paths out of line, tests marked
-// [[unlikely]]. MonitoredSession::should_stop() reads two flags per step, its own stop flag and
-// the Coordinator's std::atomic<bool> (a relaxed load), since the coordinator may be stopped from
-// another thread. A fair hand-written loop is one that can be stopped from another thread too:
-// it reads the external std::atomic<bool> `external_stop` (relaxed) besides its own stop
-// condition. The `_noatomic` variants leave that load out, to report the honest difference
-// against a loop that cannot be stopped from outside.
+// [[unlikely]]. A session polls its Coordinator's std::atomic<bool> only while someone holds the
+// coordinator (a hook whose after_create_session takes it, or a caller of coordinator()); none
+// of the sessions here does, so the loops doing the same work are the `_noatomic` ones. The
+// variants reading the external std::atomic<bool> `external_stop` (relaxed) are what a loop that
+// can be stopped from another thread costs, reported for information.
 #include <atomic>
 #include <cstdint>
 #include <cstdio>

@@ -53,7 +53,7 @@ template <int I>
 struct LifecycleHook {
   void begin() noexcept { lifecycle_sink = I; }
   template <class Backend>
-  void after_create_session(Backend&, runhooks::Coordinator&) noexcept {
+  void after_create_session(Backend&) noexcept {
     lifecycle_sink = I + 1;
   }
   template <class Backend>

@@ -37,7 +37,8 @@ struct check_hook {
                 "runhooks: the hook's begin() does not fit. Write `void begin()`.");
   static_assert(!names_after_create_session<Hook> || HasAfterCreateSession<Hook, Backend>,
                 "runhooks: the hook's after_create_session does not fit. Write "
-                "`void after_create_session(auto& session, runhooks::Coordinator& coord)`.");
+                "`void after_create_session(auto& session)`, or add `runhooks::Coordinator& "
+                "coord` as a second parameter to use the coordinator.");
   static_assert(!names_end<Hook> || HasEnd<Hook, Backend>,
                 "runhooks: the hook's end does not fit. Write `void end(auto& session)`.");
   static constexpr bool value = true;

@@ -130,7 +130,7 @@ class StepCounterHook {
   }
 
   template <class Backend>
-  void after_create_session(Backend&, Coordinator&) {
+  void after_create_session(Backend&) {
     static_assert(HasGlobalStep<Backend>,
                   "runhooks::StepCounterHook needs a backend with `std::int64_t global_step() "
                   "const`; the backend type is named in this instantiation.");

@@ -34,7 +34,7 @@ class StopAtStepHook {
   }
 
   template <class Backend>
-  void after_create_session(Backend& session, Coordinator&) {
+  void after_create_session(Backend& session) {
     static_assert(HasGlobalStep<Backend>,
                   "runhooks::StopAtStepHook needs a backend with `std::int64_t global_step() "
                   "const`; the backend type is named in this instantiation.");
