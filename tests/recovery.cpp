@@ -465,3 +465,74 @@ TEST_CASE("G72 test_recovery_from_session_getting_stuck_when_run_hooks: 51, 42, 
   CHECK_FALSE(session.should_stop());
   CHECK(number_of_sessions_created == 2);
 }
+
+namespace {
+// Throws error the n-th time after_create_session is called (n counts from 1), once.
+struct ThrowInAfterCreateSession {
+  int throw_on_call;
+  std::exception_ptr error;
+  int calls = 0;
+  template <class Backend>
+  void after_create_session(Backend&) {
+    if (++calls == throw_on_call) std::rethrow_exception(error);
+  }
+};
+}  // namespace
+
+TEST_CASE("(runhooks) should_stop's recovery obeys the retry policy too") {
+  int created = 0;
+  runhooks::MonitoredSession session{
+      runhooks::SessionCreator{CountingSessionCreator{[] { return FakeBackend{}; }, &created},
+                               runhooks::NoRecovery{}},
+      FakeHook<>{}};
+  session.coordinator().request_stop(std::make_exception_ptr(runhooks::AbortedError("lost")));
+  CHECK(session.should_stop());  // NoRecovery: no re-creation, the session stops
+  CHECK(created == 1);
+  CHECK_THROWS_AS(session.raw_session(), runhooks::UsageError);  // no backend is left
+}
+
+TEST_CASE("(runhooks) RetryLimit bounds should_stop's recovery") {
+  int created = 0;
+  runhooks::MonitoredSession session{
+      runhooks::SessionCreator{CountingSessionCreator{[] { return FakeBackend{}; }, &created},
+                               runhooks::RetryLimit{.max_retries = 1}},
+      FakeHook<>{}};
+  session.coordinator().request_stop(std::make_exception_ptr(runhooks::AbortedError("lost")));
+  CHECK_FALSE(session.should_stop());  // one retry allowed: re-created
+  CHECK(created == 2);
+  CHECK(run_v(session, 7) == 7);
+}
+
+TEST_CASE("1.7 (runhooks) a preemption from a hook's after_create_session during recovery is retried") {
+  // TensorFlow's _create_session retries the whole creation, hooks' after_create_session included.
+  int created = 0;
+  ThrowInAfterCreateSession hook{2, std::make_exception_ptr(runhooks::UnavailableError("again"))};
+  RaiseOnceAtCountN raiser(1, runhooks::AbortedError("lost"));
+  runhooks::MonitoredSession session{
+      CountingSessionCreator{[] { return FakeBackend{}; }, &created}, std::ref(hook), std::ref(raiser)};
+  CHECK(run_v(session, 3) == 3);  // lost once, then the first re-creation fails in the hook
+  CHECK(created == 3);
+  CHECK(hook.calls == 3);
+  CHECK_FALSE(session.should_stop());
+}
+
+TEST_CASE("(runhooks) a recovery that fails in after_create_session leaves the session stopped") {
+  int created = 0;
+  ThrowInAfterCreateSession hook{2, std::make_exception_ptr(std::runtime_error("cannot restore"))};
+  RaiseOnceAtCountN raiser(1, runhooks::AbortedError("lost"));
+  runhooks::MonitoredSession session{
+      CountingSessionCreator{[] { return FakeBackend{}; }, &created}, std::ref(hook), std::ref(raiser)};
+  CHECK_THROWS_WITH(session.run(), "cannot restore");
+  CHECK(session.should_stop());
+  CHECK_THROWS_AS(session.run(), runhooks::UsageError);
+}
+
+TEST_CASE("(runhooks) the caller's request_stop survives a recovery; the hooks' requests do not") {
+  int created = 0;
+  runhooks::MonitoredSession session{
+      CountingSessionCreator{[] { return FakeBackend{}; }, &created}, FakeHook<>{}};
+  session.request_stop();
+  session.coordinator().request_stop(std::make_exception_ptr(runhooks::AbortedError("lost")));
+  CHECK(session.should_stop());  // re-created, but the caller asked to stop
+  CHECK(created == 2);
+}

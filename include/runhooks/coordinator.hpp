@@ -7,7 +7,6 @@
 #include <condition_variable>
 #include <cstddef>
 #include <exception>
-#include <functional>
 #include <list>
 #include <mutex>
 #include <stop_token>
@@ -21,8 +20,10 @@ namespace runhooks {
 
 // request_stop() may be called from any thread; the first exception passed to it is kept and
 // re-thrown by raise_requested_exception() and join(). Threads started with start() receive a
-// std::stop_token that is stopped by request_stop(). A MonitoredSession makes a new Coordinator
-// each time it (re)creates its backend and hands it to every hook's after_create_session().
+// std::stop_token that is stopped by request_stop(). A MonitoredSession owns one and hands it to
+// the hooks whose after_create_session() takes it. Where TensorFlow makes a new Coordinator
+// when it re-creates the session, the session joins its coordinator and reset()s it: references
+// stay valid and then refer to the fresh state.
 class Coordinator {
  public:
   Coordinator() = default;
@@ -33,18 +34,29 @@ class Coordinator {
   // Stops the coordinator. The first exception passed in is kept; later ones are dropped, as in
   // TensorFlow.
   void request_stop(std::exception_ptr error = nullptr) noexcept {
-    {
-      std::lock_guard lock(mutex_);
-      if (error && !error_) error_ = std::move(error);
-    }
+    std::lock_guard lock(mutex_);
+    if (error && !error_) error_ = std::move(error);
     stopped_.store(true, std::memory_order_relaxed);
     source_.request_stop();
   }
 
-  // One relaxed load: this is what MonitoredSession::should_stop() reads on every step.
+  // One relaxed load: what MonitoredSession::should_stop() reads on every step while someone
+  // holds the coordinator.
   bool should_stop() const noexcept { return stopped_.load(std::memory_order_relaxed); }
 
-  std::stop_token stop_token() const noexcept { return source_.get_token(); }
+  std::stop_token stop_token() const {
+    std::lock_guard lock(mutex_);
+    return source_.get_token();
+  }
+
+  // Back to a fresh, unstopped coordinator with no reported error. Call it after join(): the
+  // threads started before are gone by then, and their tokens stay stopped.
+  void reset() {
+    std::lock_guard lock(mutex_);
+    error_ = nullptr;
+    source_ = std::stop_source();
+    stopped_.store(false, std::memory_order_relaxed);
+  }
 
   // Re-throws the exception reported to request_stop(), if any.
   void raise_requested_exception() const {

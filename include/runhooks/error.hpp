@@ -52,10 +52,4 @@ class UsageError : public Error {
   using Error::Error;
 };
 
-// True for the errors after which a MonitoredSession re-creates its backend.
-inline bool is_preemption(const std::exception& e) noexcept {
-  return dynamic_cast<const AbortedError*>(&e) != nullptr ||
-         dynamic_cast<const UnavailableError*>(&e) != nullptr;
-}
-
 }  // namespace runhooks

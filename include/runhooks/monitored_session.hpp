@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstddef>
 #include <exception>
-#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
@@ -20,6 +19,7 @@
 #include <runhooks/concepts.hpp>
 #include <runhooks/coordinator.hpp>
 #include <runhooks/detail/hook_checks.hpp>
+#include <runhooks/detail/type_list.hpp>
 #include <runhooks/error.hpp>
 #include <runhooks/log.hpp>
 #include <runhooks/session_creator.hpp>
@@ -40,7 +40,6 @@ struct backend_slot {
   explicit backend_slot(Source source) : backend(std::move(source)) {}
   Source& get() noexcept { return backend; }
   bool alive() const noexcept { return true; }
-  void destroy() noexcept {}
   void create() {}
 };
 
@@ -71,17 +70,19 @@ struct backend_slot<SessionCreator<F, P>> {
 // coordinator(). Until then no other thread can stop the coordinator, and the per-step path
 // has no atomic load.
 struct StopState {
-  std::optional<Coordinator> coord;
+  Coordinator coord;
   bool attention = false;
-  bool stop = false;  // a hook or the caller asked to stop; set on close too
+  // Set by a hook's stop request, by the caller's, on close, and while recovery has no backend.
+  bool stop = false;
+  bool caller_stop = false;  // survives recovery, which clears only the hooks' requests
   bool polls_coordinator = false;
   bool closed = false;
   int uncaught = std::uncaught_exceptions();  // to tell a clean scope exit in the destructor
 
   void set_stop() noexcept { stop = attention = true; }
   void clear_stop() noexcept {
-    stop = false;
-    attention = polls_coordinator;
+    stop = caller_stop;
+    attention = stop || polls_coordinator;
   }
   void poll_coordinator() noexcept { polls_coordinator = attention = true; }
 };
@@ -138,11 +139,18 @@ class BasicMonitoredSession {
     for_each_hook([](auto& hook) {
       if constexpr (HasBegin<std::remove_cvref_t<decltype(hook)>>) hook.begin();
     });
-    if constexpr (slot_type::can_recreate) create_with_retries();
-    state_.coord.emplace();
     if constexpr ((... || TakesCoordinator<detail::unwrap_hook_t<Hooks>, backend_type>))
       state_.poll_coordinator();
-    after_create_session();
+    if constexpr (recoverable) {
+      int failures = 1;
+      try {
+        create_session();
+      } catch (...) {
+        if (!is_preemption(std::current_exception()) || !recover(failures)) throw;
+      }
+    } else {
+      create_session();
+    }
   }
 
   BasicMonitoredSession(const BasicMonitoredSession&) = delete;
@@ -152,16 +160,7 @@ class BasicMonitoredSession {
   // `with` block does; leaving it by an exception closes without end(). Errors while closing
   // here are logged, not thrown: call close() (or use run_loop) to receive them.
   ~BasicMonitoredSession() {
-    if (state_.closed) return;
-    const bool clean = std::uncaught_exceptions() <= state_.uncaught;
-    try {
-      close_internal(clean);
-    } catch (const std::exception& e) {
-      log(Severity::warning, std::string("runhooks: error while closing a session in its "
-                                         "destructor: ") + e.what());
-    } catch (...) {
-      log(Severity::warning, "runhooks: unknown error while closing a session in its destructor");
-    }
+    close_logging_errors(std::uncaught_exceptions() <= state_.uncaught, "in its destructor");
   }
 
   // True after close(), after a hook or the caller requested a stop, or once the coordinator
@@ -172,7 +171,7 @@ class BasicMonitoredSession {
   bool should_stop() {
     if (!state_.attention) [[likely]]
       return false;
-    if (!state_.stop && !state_.coord->should_stop()) return false;
+    if (!state_.stop && !state_.coord.should_stop()) return false;
     // Only a session that can recover, or must re-throw, has anything to do here; saying so at
     // compile time lets the compiler see that the loop ends (clang otherwise reloads state).
     if constexpr (!recoverable && !Singular)
@@ -207,17 +206,25 @@ class BasicMonitoredSession {
 
   // Ask to stop after this step, from the thread that runs the loop (TensorFlow users asked for
   // this in vain, tensorflow#14028). From other threads use coordinator().request_stop().
-  void request_stop() noexcept { state_.set_stop(); }
+  void request_stop() noexcept {
+    state_.caller_stop = true;
+    state_.set_stop();
+  }
 
-  // The backend, bypassing hooks (TensorFlow's raw_session()). It stays valid after close(), but
-  // not after a failed re-creation (the error that re-creation threw says so).
-  backend_type& raw_session() noexcept { return slot_.get(); }
+  // The backend, bypassing hooks (TensorFlow's raw_session()). It stays valid after close(); after
+  // a re-creation that failed there is none, and this throws UsageError.
+  backend_type& raw_session() {
+    if (!slot_.alive()) [[unlikely]]
+      throw UsageError("The session has no backend: re-creating it failed.");
+    return slot_.get();
+  }
 
   // From here on the session polls the coordinator's stop flag on every step, since another
-  // thread may now stop it. Call it from the thread that runs the session.
+  // thread may now stop it. Call it on the thread that runs the session, then hand the reference
+  // to other threads; it stays valid for the session's life, across recoveries.
   Coordinator& coordinator() noexcept {
     state_.poll_coordinator();
-    return *state_.coord;
+    return state_.coord;
   }
 
   // The I-th hook (through std::ref if it was passed that way).
@@ -241,17 +248,18 @@ class BasicMonitoredSession {
   template <class S, class Body>
   friend void run_loop(S& session, Body&& body);
 
-  // What run_loop does when its body throws anything but a clean end: close without end(), as
-  // TensorFlow's __exit__ does, and keep the body's exception (errors while closing are logged).
-  void close_without_end() noexcept {
+  // Closes where an error cannot be thrown: in the destructor, and in run_loop when its body
+  // threw anything but a clean end (then without end(), as TensorFlow's __exit__ does, keeping
+  // the body's exception). Errors while closing are logged.
+  void close_logging_errors(bool call_end, const char* where) noexcept {
     if (state_.closed) return;
     try {
-      close_internal(false);
+      close_internal(call_end);
     } catch (const std::exception& e) {
-      log(Severity::warning, std::string("runhooks: error while closing a session after an "
-                                         "exception: ") + e.what());
+      log(Severity::warning,
+          std::string("runhooks: error while closing a session ") + where + ": " + e.what());
     } catch (...) {
-      log(Severity::warning, "runhooks: unknown error while closing a session after an exception");
+      log(Severity::warning, std::string("runhooks: unknown error while closing a session ") + where);
     }
   }
 
@@ -263,7 +271,7 @@ class BasicMonitoredSession {
   void after_create_session() {
     for_each_hook([&](auto& hook) {
       if constexpr (HasAfterCreateSession<std::remove_cvref_t<decltype(hook)>, backend_type>)
-        call_after_create_session(hook, slot_.get(), *state_.coord);
+        call_after_create_session(hook, slot_.get(), state_.coord);
     });
   }
 
@@ -440,12 +448,7 @@ class BasicMonitoredSession {
         try {
           return f();
         } catch (...) {
-          if (!preempted(std::current_exception())) throw;
-          const std::optional<double> delay = slot_.creator.policy().next_delay(failures);
-          if (!delay) throw;
-          log(Severity::info, "runhooks: backend lost; re-creating it and replaying the step");
-          if (*delay > 0) std::this_thread::sleep_for(std::chrono::duration<double>(*delay));
-          recover();
+          if (!preempted(std::current_exception()) || !recover(failures)) throw;
         }
       }
     }
@@ -455,7 +458,7 @@ class BasicMonitoredSession {
     if (is_preemption(error)) return true;
     // TensorFlow's _CoordinatedSession.run: a preemption a thread reported wins over the
     // error the step itself raised.
-    return is_preemption(state_.coord->requested_exception());
+    return is_preemption(state_.coord.requested_exception());
   }
 
   static bool is_preemption(const std::exception_ptr& error) {
@@ -471,48 +474,62 @@ class BasicMonitoredSession {
     }
   }
 
-  void create_with_retries() {
-    for (int failures = 1;; ++failures) {
-      try {
-        slot_.create();
-        return;
-      } catch (...) {
-        if (!is_preemption(std::current_exception())) throw;
-        std::optional<double> delay;
-        if constexpr (slot_type::can_recreate) delay = slot_.creator.policy().next_delay(failures);
-        if (!delay || Singular) throw;
-        if (*delay > 0) std::this_thread::sleep_for(std::chrono::duration<double>(*delay));
-      }
-    }
+  // The backend (made by the creator, if there is one), a fresh coordinator, and every hook's
+  // after_create_session(): TensorFlow's _CoordinatedSessionCreator.create_session.
+  void create_session() {
+    slot_.create();
+    state_.coord.reset();
+    after_create_session();
   }
 
-  // TensorFlow's _RecoverableSession: close the lost backend, make a new one and a new
-  // coordinator, call every after_create_session() again (not begin()), reset the hooks' stop.
-  void recover() {
+  // TensorFlow's _RecoverableSession, after the failures-th consecutive preemption error: join
+  // the lost session's threads, drop its backend, and make the session again (begin() is not
+  // called again), as long as the retry policy allows; a preemption error while doing so is
+  // one more failure. The hooks' stop requests are cleared once that succeeded. Returns false
+  // when the policy gives up: the session then has no backend and should stop.
+  bool recover(int& failures) {
     try {
-      state_.coord->join(std::chrono::seconds(120), /*ignore_live_threads=*/true);
+      state_.coord.join(std::chrono::seconds(120), /*ignore_live_threads=*/true);
     } catch (...) {
       // The lost session's errors are what we are recovering from.
     }
-    slot_.destroy();
-    // Until a new backend exists the session should stop and run() must not reach the backend
-    // (TensorFlow: should_stop() is true while _sess is None).
+    // Until a new backend is ready the session should stop and run() must not reach the
+    // backend (TensorFlow: should_stop() is true while _sess is None).
     state_.set_stop();
-    create_with_retries();
-    state_.coord.emplace();
-    state_.clear_stop();
-    after_create_session();
+    for (;; ++failures) {
+      slot_.destroy();
+      const std::optional<double> delay = slot_.creator.policy().next_delay(failures);
+      if (!delay) return false;
+      log(Severity::info, "runhooks: backend lost; re-creating it");
+      if (*delay > 0) std::this_thread::sleep_for(std::chrono::duration<double>(*delay));
+      try {
+        create_session();
+        state_.clear_stop();
+        return true;
+      } catch (...) {
+        if (!is_preemption(std::current_exception())) throw;
+      }
+    }
   }
 
   [[gnu::noinline]] bool should_stop_slow() {
     if (state_.closed) return true;
     // TensorFlow reads the coordinator's error before the hooks' stop flag: a preemption
     // re-creates the backend (which resets that flag) even after a hook asked to stop.
-    const std::exception_ptr error = state_.coord->requested_exception();
+    const std::exception_ptr error = state_.coord.requested_exception();
     if constexpr (recoverable) {
       if (slot_.alive() && is_preemption(error)) {
-        recover();
-        return false;
+        // TensorFlow's should_stop() never raises in a MonitoredSession: an error while
+        // re-creating means "stop", and is logged rather than lost.
+        try {
+          int failures = 1;
+          recover(failures);
+          return state_.stop;  // the policy gave up, or the caller had asked to stop
+        } catch (const std::exception& e) {
+          log(Severity::warning, std::string("runhooks: re-creating the backend failed: ") +
+                                     e.what());
+          return true;
+        }
       }
     }
     if constexpr (Singular) {
@@ -536,7 +553,7 @@ class BasicMonitoredSession {
       }
     }
     try {
-      state_.coord->join(std::chrono::seconds(120), /*ignore_live_threads=*/true);
+      state_.coord.join(std::chrono::seconds(120), /*ignore_live_threads=*/true);
     } catch (...) {
       if (!first_error) first_error = std::current_exception();
     }
@@ -580,7 +597,7 @@ class StepContext {
   explicit StepContext(Session& session) noexcept : session_(&session) {}
 
   // The backend: runs made through it call no hooks.
-  auto& session() const noexcept { return session_->raw_session(); }
+  auto& session() const { return session_->raw_session(); }
 
   // A hooked run without the recovery layer: a preemption error leaves step_fn, and the whole
   // step_fn is run again.
@@ -592,8 +609,7 @@ class StepContext {
   }
   void run_with_hooks() { run_with_hooks(SessionRunArgs<>{}); }
 
-  // TensorFlow raises StopIteration here, and so do we: run_loop() and the session's scope
-  // treat it as a clean end. The session's own request_stop() sets a flag instead.
+  // TensorFlow raises StopIteration here, and so do we: run_loop() treats it as a clean end. The session's own request_stop() sets a flag instead.
   [[noreturn]] void request_stop() const {
     throw StopIteration("step_fn has requested the iterations to stop.");
   }
@@ -613,7 +629,7 @@ void run_loop(Session& session, Body&& body) {
   } catch (const OutOfRangeError&) {
   } catch (const StopIteration&) {
   } catch (...) {
-    session.close_without_end();
+    session.close_logging_errors(false, "after an exception");
     throw;
   }
   session.close();

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <concepts>
 #include <optional>
 #include <type_traits>
 #include <utility>

@@ -30,7 +30,7 @@ struct check_hook {
                 "runhooks::detail::is_not_final).");
   static_assert(defines_a_hook_point<Hook>,
                 "runhooks: this type is not a hook: it defines none of begin(), "
-                "after_create_session(session, coord), before_run(run_context), "
+                "after_create_session(session[, coord]), before_run(run_context), "
                 "after_run(run_context, run_values) or end(session) (check their spelling). The "
                 "hook type is the argument of runhooks::detail::defines_a_hook_point.");
   static_assert(!names_begin<Hook> || HasBegin<Hook>,

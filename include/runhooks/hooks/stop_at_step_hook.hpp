@@ -7,8 +7,6 @@
 #include <type_traits>
 
 #include <runhooks/concepts.hpp>
-#include <runhooks/coordinator.hpp>
-#include <runhooks/detail/type_list.hpp>
 
 namespace runhooks {
 
