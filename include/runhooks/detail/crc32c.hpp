@@ -1,8 +1,5 @@
-/*!
-@file
-Defines `runhooks::detail::crc32c` (CRC-32C, Castagnoli) and TensorFlow's masked form of it,
-which frame the records of a TensorFlow event file.
-*/
+// Defines `runhooks::detail::crc32c` (CRC-32C, Castagnoli) and TensorFlow's masked form of it,
+// which frame the records of a TensorFlow event file.
 #pragma once
 
 #include <array>
@@ -19,36 +16,36 @@ inline constexpr std::uint32_t crc32c_polynomial = 0x82F63B78U;
 // Built at compile time, so the header needs no run-time initialisation and no static storage
 // that would differ between translation units.
 inline constexpr std::array<std::uint32_t, 256> crc32c_table = [] {
-    std::array<std::uint32_t, 256> table{};
-    for (std::uint32_t i = 0; i < 256; ++i) {
-        std::uint32_t crc = i;
-        for (int bit = 0; bit < 8; ++bit) {
-            crc = (crc & 1U) != 0 ? (crc >> 1) ^ crc32c_polynomial : crc >> 1;
-        }
-        table[i] = crc;
+  std::array<std::uint32_t, 256> table{};
+  for (std::uint32_t i = 0; i < 256; ++i) {
+    std::uint32_t crc = i;
+    for (int bit = 0; bit < 8; ++bit) {
+      crc = (crc & 1U) != 0 ? (crc >> 1) ^ crc32c_polynomial : crc >> 1;
     }
-    return table;
+    table[i] = crc;
+  }
+  return table;
 }();
 
 constexpr std::uint32_t crc32c_update(std::uint32_t state, std::uint8_t byte) noexcept {
-    return crc32c_table[(state ^ byte) & 0xFFU] ^ (state >> 8);
+  return crc32c_table[(state ^ byte) & 0xFFU] ^ (state >> 8);
 }
 
 // `crc32c_extend(crc32c(a), b) == crc32c(a + b)`, so a record can be checksummed in pieces.
 constexpr std::uint32_t crc32c_extend(std::uint32_t crc, std::string_view bytes) noexcept {
-    std::uint32_t state = ~crc;
-    for (const char c : bytes) {
-        state = crc32c_update(state, static_cast<std::uint8_t>(c));
-    }
-    return ~state;
+  std::uint32_t state = ~crc;
+  for (const char c : bytes) {
+    state = crc32c_update(state, static_cast<std::uint8_t>(c));
+  }
+  return ~state;
 }
 
 constexpr std::uint32_t crc32c_extend(std::uint32_t crc, std::span<const std::byte> bytes) noexcept {
-    std::uint32_t state = ~crc;
-    for (const std::byte b : bytes) {
-        state = crc32c_update(state, static_cast<std::uint8_t>(b));
-    }
-    return ~state;
+  std::uint32_t state = ~crc;
+  for (const std::byte b : bytes) {
+    state = crc32c_update(state, static_cast<std::uint8_t>(b));
+  }
+  return ~state;
 }
 
 // Both overloads exist because neither argument type converts to the other without a
@@ -56,7 +53,7 @@ constexpr std::uint32_t crc32c_extend(std::uint32_t crc, std::span<const std::by
 constexpr std::uint32_t crc32c(std::string_view bytes) noexcept { return crc32c_extend(0, bytes); }
 
 constexpr std::uint32_t crc32c(std::span<const std::byte> bytes) noexcept {
-    return crc32c_extend(0, bytes);
+  return crc32c_extend(0, bytes);
 }
 
 // TFRecord stores CRCs masked, because the CRC of a string that embeds its own CRC is weak
@@ -64,12 +61,12 @@ constexpr std::uint32_t crc32c(std::span<const std::byte> bytes) noexcept {
 inline constexpr std::uint32_t crc32c_mask_delta = 0xA282EAD8U;
 
 constexpr std::uint32_t masked_crc32c(std::uint32_t crc) noexcept {
-    return ((crc >> 15) | (crc << 17)) + crc32c_mask_delta;
+  return ((crc >> 15) | (crc << 17)) + crc32c_mask_delta;
 }
 
 constexpr std::uint32_t unmasked_crc32c(std::uint32_t masked) noexcept {
-    const std::uint32_t rotated = masked - crc32c_mask_delta;
-    return (rotated >> 17) | (rotated << 15);
+  const std::uint32_t rotated = masked - crc32c_mask_delta;
+  return (rotated >> 17) | (rotated << 15);
 }
 
 static_assert(crc32c("123456789") == 0xE3069283U, "CRC-32C check value (RFC 3720 catalogue)");

@@ -1,11 +1,9 @@
-/*!
-@file
-Defines `runhooks::EventFileWriter`, which appends scalar summaries to a TensorFlow event file
-that TensorBoard reads.
-*/
+// Defines `runhooks::EventFileWriter`, which appends scalar summaries to a TensorFlow event file
+// that TensorBoard reads.
 #pragma once
 
 #include <runhooks/detail/crc32c.hpp>
+#include <runhooks/log.hpp>
 
 #include <bit>
 #include <cerrno>
@@ -31,28 +29,28 @@ namespace detail {
 enum class WireType : std::uint8_t { varint = 0, fixed64 = 1, length_delimited = 2, fixed32 = 5 };
 
 inline void put_varint(std::string& out, std::uint64_t value) {
-    while (value >= 0x80U) {
-        out.push_back(static_cast<char>(static_cast<std::uint8_t>(value | 0x80U)));
-        value >>= 7;
-    }
-    out.push_back(static_cast<char>(static_cast<std::uint8_t>(value)));
+  while (value >= 0x80U) {
+    out.push_back(static_cast<char>(static_cast<std::uint8_t>(value | 0x80U)));
+    value >>= 7;
+  }
+  out.push_back(static_cast<char>(static_cast<std::uint8_t>(value)));
 }
 
 inline void put_key(std::string& out, std::uint32_t field, WireType type) {
-    put_varint(out, (std::uint64_t{field} << 3) | static_cast<std::uint8_t>(type));
+  put_varint(out, (std::uint64_t{field} << 3) | static_cast<std::uint8_t>(type));
 }
 
 // Fixed-width fields and the TFRecord header are little-endian whatever the host is.
 inline void put_little_endian(std::string& out, std::uint64_t value, int bytes) {
-    for (int i = 0; i < bytes; ++i) {
-        out.push_back(static_cast<char>(static_cast<std::uint8_t>(value >> (8 * i))));
-    }
+  for (int i = 0; i < bytes; ++i) {
+    out.push_back(static_cast<char>(static_cast<std::uint8_t>(value >> (8 * i))));
+  }
 }
 
 inline void put_length_delimited(std::string& out, std::uint32_t field, std::string_view bytes) {
-    put_key(out, field, WireType::length_delimited);
-    put_varint(out, bytes.size());
-    out.append(bytes);
+  put_key(out, field, WireType::length_delimited);
+  put_varint(out, bytes.size());
+  out.append(bytes);
 }
 
 // Field numbers of tensorflow/core/util/event.proto and tensorflow/core/framework/summary.proto.
@@ -69,246 +67,247 @@ inline constexpr std::uint32_t value_simple_value_field = 2;  // float, in oneof
 // The first fields of every Event. Proto3 omits a field that holds its default, and so do we,
 // so that our bytes match what protobuf itself serialises for the same message.
 inline void put_event_header(std::string& out, double wall_time, std::int64_t step) {
-    if (const auto bits = std::bit_cast<std::uint64_t>(wall_time); bits != 0) {
-        put_key(out, event_wall_time_field, WireType::fixed64);
-        put_little_endian(out, bits, 8);
-    }
-    if (step != 0) {
-        put_key(out, event_step_field, WireType::varint);
-        put_varint(out, static_cast<std::uint64_t>(step));  // negative: ten bytes, as protobuf does
-    }
+  if (const auto bits = std::bit_cast<std::uint64_t>(wall_time); bits != 0) {
+    put_key(out, event_wall_time_field, WireType::fixed64);
+    put_little_endian(out, bits, 8);
+  }
+  if (step != 0) {
+    put_key(out, event_step_field, WireType::varint);
+    put_varint(out, static_cast<std::uint64_t>(step));  // negative: ten bytes, as protobuf does
+  }
 }
 
 // TensorFlow 2.x's EventsWriter names itself in `source_metadata` of the first event, and
 // TensorBoard reports that name (EventAccumulator.GetSourceWriter()); we do the same.
 inline std::string encode_file_version_event(double wall_time, std::string_view file_version,
-                                             std::string_view source_writer) {
-    std::string event;
-    put_event_header(event, wall_time, 0);
-    put_length_delimited(event, event_file_version_field, file_version);
-    std::string source_metadata;
-    put_length_delimited(source_metadata, source_metadata_writer_field, source_writer);
-    put_length_delimited(event, event_source_metadata_field, source_metadata);
-    return event;
+                       std::string_view source_writer) {
+  std::string event;
+  put_event_header(event, wall_time, 0);
+  put_length_delimited(event, event_file_version_field, file_version);
+  std::string source_metadata;
+  put_length_delimited(source_metadata, source_metadata_writer_field, source_writer);
+  put_length_delimited(event, event_source_metadata_field, source_metadata);
+  return event;
 }
 
 inline std::string encode_scalar_event(double wall_time, std::int64_t step, std::string_view tag,
-                                       float simple_value) {
-    std::string value;
-    if (!tag.empty()) {
-        put_length_delimited(value, value_tag_field, tag);
-    }
-    // A member of a oneof has explicit presence, so 0.0f is written too.
-    put_key(value, value_simple_value_field, WireType::fixed32);
-    put_little_endian(value, std::bit_cast<std::uint32_t>(simple_value), 4);
+                    float simple_value) {
+  std::string value;
+  if (!tag.empty()) {
+    put_length_delimited(value, value_tag_field, tag);
+  }
+  // A member of a oneof has explicit presence, so 0.0f is written too.
+  put_key(value, value_simple_value_field, WireType::fixed32);
+  put_little_endian(value, std::bit_cast<std::uint32_t>(simple_value), 4);
 
-    std::string summary;
-    put_length_delimited(summary, summary_value_field, value);
+  std::string summary;
+  put_length_delimited(summary, summary_value_field, value);
 
-    std::string event;
-    put_event_header(event, wall_time, step);
-    put_length_delimited(event, event_summary_field, summary);
-    return event;
+  std::string event;
+  put_event_header(event, wall_time, step);
+  put_length_delimited(event, event_summary_field, summary);
+  return event;
 }
 
 // TFRecord framing (tensorflow/core/lib/io/record_writer.h): uint64 length, masked CRC-32C of
 // those 8 bytes, the data, masked CRC-32C of the data; all little-endian.
 inline std::string frame_record(std::string_view data) {
-    std::string record;
-    record.reserve(data.size() + 16);
-    put_little_endian(record, data.size(), 8);
-    put_little_endian(record, masked_crc32c(crc32c(record)), 4);
-    record.append(data);
-    put_little_endian(record, masked_crc32c(crc32c(data)), 4);
-    return record;
+  std::string record;
+  record.reserve(data.size() + 16);
+  put_little_endian(record, data.size(), 8);
+  put_little_endian(record, masked_crc32c(crc32c(record)), 4);
+  record.append(data);
+  put_little_endian(record, masked_crc32c(crc32c(data)), 4);
+  return record;
 }
 
 inline std::string host_name() {
 #if __has_include(<unistd.h>)
-    char name[256] = {};
-    // POSIX leaves a truncated name unterminated, hence the size one short of the buffer.
-    if (::gethostname(name, sizeof name - 1) == 0 && name[0] != '\0') {
-        return name;
-    }
+  char name[256] = {};
+  // POSIX leaves a truncated name unterminated, hence the size one short of the buffer.
+  if (::gethostname(name, sizeof name - 1) == 0 && name[0] != '\0') {
+    return name;
+  }
 #endif
-    return "localhost";
+  return "localhost";
 }
 
 // Closes without reporting: used only where an exception is already on its way.
 struct FileCloser {
-    void operator()(std::FILE* file) const noexcept { std::fclose(file); }
+  void operator()(std::FILE* file) const noexcept { std::fclose(file); }
 };
 
 // Whole seconds and the fraction are converted apart: a double holds today's Unix time in
 // nanoseconds only to about 256 ns, which would blur times the caller gave exactly.
 inline double to_wall_time(std::chrono::system_clock::time_point t) {
-    const auto since_epoch = t.time_since_epoch();
-    const auto seconds = std::chrono::floor<std::chrono::seconds>(since_epoch);
-    return static_cast<double>(seconds.count()) +
-           std::chrono::duration<double>(since_epoch - seconds).count();
+  const auto since_epoch = t.time_since_epoch();
+  const auto seconds = std::chrono::floor<std::chrono::seconds>(since_epoch);
+  return static_cast<double>(seconds.count()) +
+      std::chrono::duration<double>(since_epoch - seconds).count();
 }
 
 }  // namespace detail
 
-//! Writes TensorFlow event files: the format of TF1's `tf.compat.v1.summary.FileWriter`, which
-//! TensorBoard shows as scalar curves.
-//!
-//! Semantics
-//! ---------
-//! - The constructor creates `logdir` (and its parents) and a new file in it named
-//!   `events.out.tfevents.<unix seconds, 10 digits>.<hostname>`, TensorFlow's name. If that
-//!   file exists (two writers in one second), `.1`, `.2`, ... is appended; the file is created
-//!   exclusively, so no two writers, in this process or another, ever share a file. The first
-//!   record, `Event{wall_time, file_version: "brain.Event:2", source_metadata {writer:
-//!   "runhooks"}}`, is flushed at once, as TensorFlow 2.x's writer does.
-//! - `add_scalar(tag, value, step)` appends `Event{wall_time, step, summary {value {tag,
-//!   simple_value}}}`: what TF1's `StepCounterHook` writes for `global_step/sec`. TensorBoard
-//!   2.x still shows such legacy `simple_value` scalars in its Scalars dashboard.
-//! - Records go through a stdio buffer: call `flush()` to make them visible to TensorBoard.
-//!   TF's writer also buffers, and flushes every 120 s by default.
-//! - Every failure to create, write, flush or close throws `std::system_error` (a
-//!   `std::filesystem::filesystem_error` from creating the directory) naming the file.
-//!   The destructor cannot throw: it closes the file and reports a failure on `stderr`, as
-//!   TensorFlow's `EventsWriter` logs one. Call `close()` first to get the exception instead.
-//! - Not thread-safe: one writer belongs to one thread, like a hook.
-//!
-//! Cost: an `add_scalar` reads the wall clock once, encodes a record of about 40 bytes in a few
-//! small strings and hands it to `fwrite`. Nothing is done on steps where the caller writes
-//! nothing.
-//!
-//! Differs from TensorFlow: TF's `FileWriter` queues events for a background thread; this one
-//! writes in the calling thread, so a write error is thrown where it happened. And where two
-//! writers pick the same name, TF's C++ `EventsWriter` truncates the first file; this one adds
-//! a suffix.
+// Writes TensorFlow event files: the format of TF1's `tf.compat.v1.summary.FileWriter`, which
+// TensorBoard shows as scalar curves.
+//
+// Semantics
+// ---------
+// - The constructor creates `logdir` (and its parents) and a new file in it named
+//   `events.out.tfevents.<unix seconds, 10 digits>.<hostname>`, TensorFlow's name. If that
+//   file exists (two writers in one second), `.1`, `.2`, ... is appended; the file is created
+//   exclusively, so no two writers, in this process or another, ever share a file. The first
+//   record, `Event{wall_time, file_version: "brain.Event:2", source_metadata {writer:
+//   "runhooks"}}`, is flushed at once, as TensorFlow 2.x's writer does.
+// - `add_scalar(tag, value, step)` appends `Event{wall_time, step, summary {value {tag,
+//   simple_value}}}`: what TF1's `StepCounterHook` writes for `global_step/sec`. TensorBoard
+//   2.x still shows such legacy `simple_value` scalars in its Scalars dashboard.
+// - Records go through a stdio buffer: call `flush()` to make them visible to TensorBoard.
+//   TF's writer also buffers, and flushes every 120 s by default.
+// - Every failure to create, write, flush or close throws `std::system_error` (a
+//   `std::filesystem::filesystem_error` from creating the directory) naming the file.
+//   The destructor cannot throw: it closes the file and reports a failure through
+//   runhooks::log, as TensorFlow's `EventsWriter` logs one. Call `close()` first to get the
+//   exception instead.
+// - Not thread-safe: one writer belongs to one thread, like a hook.
+//
+// Cost: an `add_scalar` reads the wall clock once, encodes a record of about 40 bytes in a few
+// small strings and hands it to `fwrite`. Nothing is done on steps where the caller writes
+// nothing.
+//
+// Differs from TensorFlow: TF's `FileWriter` queues events for a background thread; this one
+// writes in the calling thread, so a write error is thrown where it happened. And where two
+// writers pick the same name, TF's C++ `EventsWriter` truncates the first file; this one adds
+// a suffix.
 class EventFileWriter {
-public:
-    //! Where wall times come from; injectable so tests can pin the times and the file name.
-    //! An empty one means `std::chrono::system_clock::now`.
-    using WallClock = std::function<std::chrono::system_clock::time_point()>;
+ public:
+  // Where wall times come from; injectable so tests can pin the times and the file name.
+  // An empty one means `std::chrono::system_clock::now`.
+  using WallClock = std::function<std::chrono::system_clock::time_point()>;
 
-    //! The version TensorFlow writes in the first record (`kVersionPrefix` + `kCurrentVersion`).
-    static constexpr std::string_view file_version = "brain.Event:2";
+  // The version TensorFlow writes in the first record (`kVersionPrefix` + `kCurrentVersion`).
+  static constexpr std::string_view file_version = "brain.Event:2";
 
-    //! How the first record names this writer (TF writes "tensorflow.core.util.events_writer").
-    static constexpr std::string_view source_writer = "runhooks";
+  // How the first record names this writer (TF writes "tensorflow.core.util.events_writer").
+  static constexpr std::string_view source_writer = "runhooks";
 
-    explicit EventFileWriter(const std::filesystem::path& logdir, WallClock wall_clock = {})
-        : wall_clock_(std::move(wall_clock)) {
-        if (!wall_clock_) {
-            wall_clock_ = [] { return std::chrono::system_clock::now(); };
-        }
-        std::filesystem::create_directories(logdir);
-        const auto now = wall_clock_();
-        open_new_file(logdir, now);
-        write_record(detail::encode_file_version_event(detail::to_wall_time(now), file_version, source_writer));
-        flush();
+  explicit EventFileWriter(const std::filesystem::path& logdir, WallClock wall_clock = {})
+    : wall_clock_(std::move(wall_clock)) {
+    if (!wall_clock_) {
+      wall_clock_ = [] { return std::chrono::system_clock::now(); };
     }
+    std::filesystem::create_directories(logdir);
+    const auto now = wall_clock_();
+    open_new_file(logdir, now);
+    write_record(detail::encode_file_version_event(detail::to_wall_time(now), file_version, source_writer));
+    flush();
+  }
 
-    EventFileWriter(const EventFileWriter&) = delete;
-    EventFileWriter& operator=(const EventFileWriter&) = delete;
+  EventFileWriter(const EventFileWriter&) = delete;
+  EventFileWriter& operator=(const EventFileWriter&) = delete;
 
-    EventFileWriter(EventFileWriter&&) noexcept = default;
+  EventFileWriter(EventFileWriter&&) noexcept = default;
 
-    EventFileWriter& operator=(EventFileWriter&& other) noexcept {
-        if (this != &other) {
-            close_reporting_errors();
-            wall_clock_ = std::move(other.wall_clock_);
-            path_ = std::move(other.path_);
-            file_ = std::move(other.file_);
-        }
-        return *this;
+  EventFileWriter& operator=(EventFileWriter&& other) noexcept {
+    if (this != &other) {
+      close_reporting_errors();
+      wall_clock_ = std::move(other.wall_clock_);
+      path_ = std::move(other.path_);
+      file_ = std::move(other.file_);
     }
+    return *this;
+  }
 
-    ~EventFileWriter() { close_reporting_errors(); }
+  ~EventFileWriter() { close_reporting_errors(); }
 
-    //! Appends one scalar at `step`, stamped with the current wall time.
-    void add_scalar(std::string_view tag, float value, std::int64_t step) {
-        write_record(detail::encode_scalar_event(detail::to_wall_time(wall_clock_()), step, tag, value));
+  // Appends one scalar at `step`, stamped with the current wall time.
+  void add_scalar(std::string_view tag, float value, std::int64_t step) {
+    write_record(detail::encode_scalar_event(detail::to_wall_time(wall_clock_()), step, tag, value));
+  }
+
+  // Hands buffered records to the operating system, where TensorBoard can read them.
+  void flush() {
+    require_open();
+    errno = 0;
+    if (std::fflush(file_.get()) != 0) {
+      throw_io_error("cannot flush");
     }
+  }
 
-    //! Hands buffered records to the operating system, where TensorBoard can read them.
-    void flush() {
-        require_open();
-        errno = 0;
-        if (std::fflush(file_.get()) != 0) {
-            throw_io_error("cannot flush");
-        }
+  // Flushes and closes the file; later writes throw. Calling it again does nothing.
+  void close() {
+    if (file_ == nullptr) {
+      return;
     }
-
-    //! Flushes and closes the file; later writes throw. Calling it again does nothing.
-    void close() {
-        if (file_ == nullptr) {
-            return;
-        }
-        errno = 0;
-        if (std::fclose(file_.release()) != 0) {
-            throw_io_error("cannot close");
-        }
+    errno = 0;
+    if (std::fclose(file_.release()) != 0) {
+      throw_io_error("cannot close");
     }
+  }
 
-    //! The event file being written, as TensorFlow's `EventsWriter::FileName()`.
-    [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
+  // The event file being written, as TensorFlow's `EventsWriter::FileName()`.
+  [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
 
-private:
-    void open_new_file(const std::filesystem::path& logdir, std::chrono::system_clock::time_point now) {
-        const auto seconds = std::chrono::floor<std::chrono::seconds>(now.time_since_epoch()).count();
-        char stamp[32];
-        std::snprintf(stamp, sizeof stamp, "%010lld", static_cast<long long>(seconds));
-        const std::string base = "events.out.tfevents." + std::string(stamp) + "." + detail::host_name();
+ private:
+  void open_new_file(const std::filesystem::path& logdir, std::chrono::system_clock::time_point now) {
+    const auto seconds = std::chrono::floor<std::chrono::seconds>(now.time_since_epoch()).count();
+    char stamp[32];
+    std::snprintf(stamp, sizeof stamp, "%010lld", static_cast<long long>(seconds));
+    const std::string base = "events.out.tfevents." + std::string(stamp) + "." + detail::host_name();
 
-        // "x" (C11, adopted by C++17) creates the file exclusively, so a collision is detected
-        // by the call that would lose data, not by an earlier exists() that could race.
-        for (unsigned suffix = 0;; ++suffix) {
-            path_ = logdir / (suffix == 0 ? base : base + "." + std::to_string(suffix));
-            errno = 0;
-            file_.reset(std::fopen(path_.string().c_str(), "wbx"));
-            if (file_ != nullptr) {
-                return;
-            }
-            const int error = errno;
-            std::error_code ignored;
-            if (!std::filesystem::exists(path_, ignored) || suffix >= 1000) {
-                throw std::system_error(error != 0 ? error : EIO, std::generic_category(),
-                                        "runhooks::EventFileWriter: cannot create " + path_.string());
-            }
-        }
+    // "x" (C11, adopted by C++17) creates the file exclusively, so a collision is detected
+    // by the call that would lose data, not by an earlier exists() that could race.
+    for (unsigned suffix = 0;; ++suffix) {
+      path_ = logdir / (suffix == 0 ? base : base + "." + std::to_string(suffix));
+      errno = 0;
+      file_.reset(std::fopen(path_.string().c_str(), "wbx"));
+      if (file_ != nullptr) {
+        return;
+      }
+      const int error = errno;
+      std::error_code ignored;
+      if (!std::filesystem::exists(path_, ignored) || suffix >= 1000) {
+        throw std::system_error(error != 0 ? error : EIO, std::generic_category(),
+                    "runhooks::EventFileWriter: cannot create " + path_.string());
+      }
     }
+  }
 
-    void write_record(std::string_view event) {
-        require_open();
-        const std::string record = detail::frame_record(event);
-        errno = 0;
-        if (std::fwrite(record.data(), 1, record.size(), file_.get()) != record.size()) {
-            throw_io_error("cannot write to");
-        }
+  void write_record(std::string_view event) {
+    require_open();
+    const std::string record = detail::frame_record(event);
+    errno = 0;
+    if (std::fwrite(record.data(), 1, record.size(), file_.get()) != record.size()) {
+      throw_io_error("cannot write to");
     }
+  }
 
-    void require_open() const {
-        if (file_ == nullptr) {
-            throw std::system_error(std::make_error_code(std::errc::bad_file_descriptor),
-                                    "runhooks::EventFileWriter: already closed: " + path_.string());
-        }
+  void require_open() const {
+    if (file_ == nullptr) {
+      throw std::system_error(std::make_error_code(std::errc::bad_file_descriptor),
+                  "runhooks::EventFileWriter: already closed: " + path_.string());
     }
+  }
 
-    [[noreturn]] void throw_io_error(const char* what) const {
-        const int error = errno != 0 ? errno : EIO;
-        throw std::system_error(error, std::generic_category(),
-                                std::string("runhooks::EventFileWriter: ") + what + " " + path_.string());
+  [[noreturn]] void throw_io_error(const char* what) const {
+    const int error = errno != 0 ? errno : EIO;
+    throw std::system_error(error, std::generic_category(),
+                std::string("runhooks::EventFileWriter: ") + what + " " + path_.string());
+  }
+
+  void close_reporting_errors() noexcept {
+    if (file_ != nullptr && std::fclose(file_.release()) != 0) {
+      try {
+        log(Severity::warning, "runhooks::EventFileWriter: error closing " + path_.string() +
+                                   "; events may be lost");
+      } catch (...) {  // out of memory: nothing more can be said
+      }
     }
+  }
 
-    void close_reporting_errors() noexcept {
-        if (file_ != nullptr && std::fclose(file_.release()) != 0) {
-            try {
-                std::fprintf(stderr, "runhooks::EventFileWriter: error closing %s; events may be lost\n",
-                             path_.string().c_str());
-            } catch (...) {  // path conversion ran out of memory: nothing more can be said
-            }
-        }
-    }
-
-    WallClock wall_clock_;
-    std::filesystem::path path_;
-    std::unique_ptr<std::FILE, detail::FileCloser> file_;
+  WallClock wall_clock_;
+  std::filesystem::path path_;
+  std::unique_ptr<std::FILE, detail::FileCloser> file_;
 };
 
 }  // namespace runhooks
