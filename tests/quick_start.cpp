@@ -90,3 +90,14 @@ TEST_CASE("hooks passed by std::ref are the caller's objects") {
   CHECK(copied.hook<0>().runs == 1);
   CHECK(original.runs == 0);
 }
+
+TEST_CASE("session.hook<Type>() reaches the one hook of that type, stored or by std::ref") {
+  CountingHook counting;
+  runhooks::MonitoredSession session{Trainer{}, runhooks::StopAtStepHook({.num_steps = 3}),
+                                     std::ref(counting)};
+  while (!session.should_stop()) session.run();
+  CHECK(&session.hook<CountingHook>() == &counting);
+  CHECK(session.hook<CountingHook>().runs == 3);
+  CHECK(session.hook<runhooks::StopAtStepHook>().last_step() == 3);
+  CHECK(&session.hook<runhooks::StopAtStepHook>() == &session.hook<0>());
+}

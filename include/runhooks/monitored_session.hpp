@@ -233,6 +233,15 @@ class BasicMonitoredSession {
     return detail::unwrap(boost::hana::at_c<I>(hooks_));
   }
 
+  // The hook of type Hook, when exactly one hook has that type.
+  template <class Hook>
+  Hook& hook() noexcept {
+    static_assert((0 + ... + std::is_same_v<detail::unwrap_hook_t<Hooks>, Hook>) == 1,
+                  "runhooks: session.hook<Hook>() needs exactly one hook of that type; reach it "
+                  "by position with session.hook<I>() instead.");
+    return hook<detail::index_of<Hook, detail::unwrap_hook_t<Hooks>...>>();
+  }
+
   // Calls every end(), stops and joins the coordinator (re-throwing an error a thread
   // reported), and marks the session closed. Closing twice is an error.
   void close() {
