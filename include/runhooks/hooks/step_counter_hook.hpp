@@ -54,9 +54,10 @@ class CsvOutput {
  public:
   explicit CsvOutput(const std::filesystem::path& path) {
     const bool fresh = !std::filesystem::exists(path) || std::filesystem::file_size(path) == 0;
+    errno = 0;  // iostreams need not set errno: then report a generic I/O error
     file_ = std::make_shared<std::ofstream>(path, std::ios::app);
     if (!*file_)
-      throw std::system_error(errno, std::generic_category(),
+      throw std::system_error(errno != 0 ? errno : EIO, std::generic_category(),
                               "runhooks::CsvOutput: cannot open " + path.string());
     if (fresh) *file_ << "global_step,tag,steps_per_sec\n";
   }
