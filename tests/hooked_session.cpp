@@ -241,3 +241,12 @@ TEST_CASE("E27 (runhooks): a key several requests fetch is read from the backend
   session.run();
   CHECK(session.raw_session().reads == 2);  // nobody asked: no read
 }
+
+TEST_CASE("E24 (runhooks): run() returns the same type whatever the caller feeds") {
+  runhooks::MonitoredSession session{FakeBackend{}};
+  auto values = session.run(SessionRunArgs{runhooks::fetch<SumABC>()});
+  static_assert(std::is_same_v<decltype(values), SessionRunValues<SessionRunArgs<Fetch<SumABC>>>>);
+  CHECK(values[SumABC{}] == 0);
+  values = session.run(SessionRunArgs{runhooks::fetch<SumABC>(), runhooks::feed<FeedC>(20)});
+  CHECK(values[SumABC{}] == 20);
+}

@@ -370,7 +370,8 @@ class BasicMonitoredSession {
     slot_.get().run();
 
     // Every fetch reads the state the step left, before any after_run can change it.
-    SessionRunValues<CallerArgs> caller_values;
+    // Keyed by the caller's fetches only: run() returns one type whatever it feeds.
+    SessionRunValues<detail::fetches_of_t<CallerArgs>> caller_values;
     auto values = boost::hana::unpack(requests, [](const auto&... request) {
       return boost::hana::basic_tuple<SessionRunValues<std::remove_cvref_t<decltype(request)>>...>{};
     });
@@ -384,7 +385,7 @@ class BasicMonitoredSession {
                boost::hana::unpack(values,
                                    [&](auto&... hook_values) {
                                      return boost::hana::basic_tuple<
-                                         SessionRunValues<CallerArgs>*,
+                                         SessionRunValues<detail::fetches_of_t<CallerArgs>>*,
                                          std::remove_cvref_t<decltype(hook_values)>*...>{
                                          &caller_values, &hook_values...};
                                    }),

@@ -126,6 +126,26 @@ struct SessionRunArgs {
 template <class... Items>
 SessionRunArgs(Items...) -> SessionRunArgs<Items...>;
 
+namespace detail {
+// The fetches of an args type, without its feeds: what the caller's results are keyed by, so
+// that run() returns the same type whatever it feeds.
+template <class Out, class... In>
+struct fetches_only {
+  using type = Out;
+};
+template <class... Out, class Item, class... In>
+struct fetches_only<SessionRunArgs<Out...>, Item, In...>
+    : fetches_only<std::conditional_t<is_fetch<Item>, SessionRunArgs<Out..., Item>,
+                                      SessionRunArgs<Out...>>,
+                   In...> {};
+template <class Args>
+struct fetches_of;
+template <class... Items>
+struct fetches_of<SessionRunArgs<Items...>> : fetches_only<SessionRunArgs<>, Items...> {};
+template <class Args>
+using fetches_of_t = typename fetches_of<Args>::type;
+}  // namespace detail
+
 // The results of one SessionRunArgs after the step: for each Fetch<K> it asked for, the value,
 // or nothing when that fetch was switched off for this step. A hook sees only its own results.
 template <class Args>
