@@ -103,10 +103,6 @@ struct SessionRunArgs {
   constexpr const Item& get() const noexcept {
     return boost::hana::at_c<detail::index_of<Item, Items...>>(items_);
   }
-  template <class Item>
-  constexpr Item& get() noexcept {
-    return boost::hana::at_c<detail::index_of<Item, Items...>>(items_);
-  }
 
   // Calls f.template operator()<Item>() for each item type, in order.
   template <class F>

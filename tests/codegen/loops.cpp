@@ -131,7 +131,8 @@ extern "C" {
 }
 
 // The same work with local variables only, the backend's step in a register (reported, not
-// asserted against).
+// asserted against). Written out rather than through hand_step(): passing the locals by
+// reference makes g++ 12 keep them in memory (16.06 instructions per step instead of 14.06).
 [[gnu::noinline]] void hand_stop_counter_registers(std::int64_t last_step) {
   CountingBackend backend;
   HandStepCounter counter(every_n_steps);

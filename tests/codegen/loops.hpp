@@ -96,20 +96,10 @@ struct HandStepCounter {
   }
 };
 
-// A hand-written trainer, as a user writes one without runhooks: the backend, the step to stop
-// at, the loop's own stop flag (which its body may set) and the rate counter, in one object.
-struct HandTrainer {
-  CountingBackend backend;
-  std::int64_t last_step;
-  bool stop = false;
-  HandStepCounter counter;
-
-  HandTrainer(std::int64_t last, std::int64_t every_n_steps)
-      : last_step(last), counter(every_n_steps) {}
-
-  // One step and the three tests StopAtStepHook and StepCounterHook make, rare paths out of
-  // line; like the hooks, the stop request takes effect after all tests ran.
-  void step() {
+// One step and the three tests StopAtStepHook and StepCounterHook make, rare paths out of line;
+// like the hooks, the stop request takes effect after all tests ran.
+inline void hand_step(CountingBackend& backend, HandStepCounter& counter, std::int64_t last_step,
+                      bool& stop) {
     backend.run();
     const std::int64_t global_step = backend.global_step();
     bool stop_requested = false;
@@ -122,7 +112,20 @@ struct HandTrainer {
     counter.last_global_step = global_step;
     if (stop_requested) [[unlikely]]
       stop = true;
-  }
+}
+
+// A hand-written trainer, as a user writes one without runhooks: the backend, the step to stop
+// at, the loop's own stop flag (which its body may set) and the rate counter, in one object.
+struct HandTrainer {
+  CountingBackend backend;
+  std::int64_t last_step;
+  bool stop = false;
+  HandStepCounter counter;
+
+  HandTrainer(std::int64_t last, std::int64_t every_n_steps)
+      : last_step(last), counter(every_n_steps) {}
+
+  void step() { hand_step(backend, counter, last_step, stop); }
 };
 
 // A hand-written loop that runs a counted number of steps: the backend and the loop's own stop
