@@ -11,38 +11,76 @@ The runner compiles CASE.cpp with `COMPILER ARG... CASE.cpp` and passes only if 
 fails and the compiler's output (stdout and stderr) contains every expected <text> verbatim.
 A bare `meson test ... should_fail: true` would also pass on a typo or a wrong include path;
 this is why the message is checked. On any failure the compiler output is printed.
+
+Two more kinds of line may follow the first, in the same leading block of comments:
+
+    // flags: <arg...>         compiler arguments for this case (split like a shell would);
+                               a -std= among them replaces the command's -std=
+    // first-error: <text>     the first error the compiler reports must contain <text>:
+                               the case fails if another error comes before it
 """
 
+import re
+import shlex
 import subprocess
 import sys
 
 EXPECT_PREFIX = "// expect:"
+FLAGS_PREFIX = "// flags:"
+FIRST_ERROR_PREFIX = "// first-error:"
+
+# A diagnostic line of GCC or Clang that reports an error: `file:line:col: error: ...`,
+# `fatal error: ...`, or `error: ...` at the start of a line (e.g. from the driver).
+ERROR_LINE = re.compile(r"(^|: )(fatal )?error: ")
 
 
-def expectations(path):
-    """The texts of the leading `// expect:` lines; the first line must be one."""
-    texts = []
+def directives(path):
+    """The leading `// expect:`, `// flags:` and `// first-error:` lines of a case.
+
+    Returns (expected texts, extra compiler arguments, first-error texts). Reading stops at the
+    first line that is none of these; the first line must be `// expect:` (checked by main).
+    """
+    expected, flags, first_errors = [], [], []
     with open(path, encoding="utf-8") as source:
         for line in source:
             line = line.strip()
-            if not line.startswith(EXPECT_PREFIX):
-                break
-            text = line[len(EXPECT_PREFIX):].strip()
-            if text:
-                texts.append(text)
-    return texts
+            for prefix, into in ((EXPECT_PREFIX, expected), (FIRST_ERROR_PREFIX, first_errors)):
+                if line.startswith(prefix):
+                    text = line[len(prefix):].strip()
+                    if text:
+                        into.append(text)
+                    break
+            else:
+                if not line.startswith(FLAGS_PREFIX):
+                    break
+                flags += shlex.split(line[len(FLAGS_PREFIX):])
+    return expected, flags, first_errors
+
+
+def with_flags(command, flags):
+    """The command with a case's flags appended; a -std= flag replaces the command's own."""
+    if any(flag.startswith("-std=") for flag in flags):
+        command = [arg for arg in command if not arg.startswith("-std=")]
+    return command + flags
+
+
+def first_error_line(output):
+    """The first line of compiler output that reports an error, or None."""
+    return next((line for line in output.splitlines() if ERROR_LINE.search(line)), None)
 
 
 def main(argv):
     if len(argv) < 4 or argv[2] != "--":
         print(__doc__, file=sys.stderr)
         return 2
-    case, command = argv[1], argv[3:] + [argv[1]]
-
-    expected = expectations(case)
-    if not expected:
+    case = argv[1]
+    with open(case, encoding="utf-8") as source:
+        first_line = source.readline().strip()
+    expected, flags, first_errors = directives(case)
+    if not first_line.startswith(EXPECT_PREFIX) or not expected:
         print(f"{case}: the first line must be `{EXPECT_PREFIX} <text>`", file=sys.stderr)
         return 1
+    command = with_flags(argv[3:], flags) + [case]
 
     try:
         result = subprocess.run(
@@ -73,6 +111,10 @@ def main(argv):
     if missing:
         return fail("compilation failed without the expected text: "
                     + "; ".join(repr(text) for text in missing))
+    first_error = first_error_line(output)
+    for text in first_errors:
+        if first_error is None or text not in first_error:
+            return fail(f"the first error is not the one with {text!r}: {first_error!r}")
     print(f"ok {case}: fails to compile with " + "; ".join(repr(t) for t in expected))
     return 0
 
