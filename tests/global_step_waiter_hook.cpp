@@ -4,6 +4,7 @@
 
 #include <runhooks/backends/shared_global_step.hpp>
 #include <runhooks/clock.hpp>
+#include <runhooks/manual_clock.hpp>
 #include <runhooks/coordinator.hpp>
 #include <runhooks/error.hpp>
 #include <runhooks/hooks/global_step_waiter_hook.hpp>

@@ -2,9 +2,14 @@
 // tf-semantics.md §3) with its numbers, the edge cases of §2.1, and the whichever_first extension.
 
 #include <runhooks/clock.hpp>
+#include <runhooks/manual_clock.hpp>
 #include <runhooks/hooks/second_or_step_timer.hpp>
 
 #include <doctest/doctest.h>
+
+#include <cstdint>
+#include <limits>
+#include <optional>
 
 #include <cstdint>
 #include <optional>
@@ -112,14 +117,16 @@ TEST_CASE("A5 test_update_last_triggered_step with the steady clock: elapsed sec
   CHECK(elapsed.steps == 4);
 }
 
-TEST_CASE("A6 every_steps=0 is accepted: any other step not below the last triggers") {
+TEST_CASE("A6 every_steps=0 is accepted: any other step triggers") {
   ManualClock clock(mock_start_time);
   Timer timer(TimerOptions{.every_steps = 0}, clock);
   CHECK(timer.should_trigger_for_step(1));
   timer.update_last_triggered_step(1);
   CHECK_FALSE(timer.should_trigger_for_step(1));
   CHECK(timer.should_trigger_for_step(2));
-  CHECK_FALSE(timer.should_trigger_for_step(0));  // steps going back never trigger by steps
+  // A step below the last trigger triggers: the global step went back (TF: never, by steps;
+  // README 'When the global step goes back').
+  CHECK(timer.should_trigger_for_step(0));
   CHECK((timer.update_last_triggered_step(2) == TimerElapsed{0.0, 1}));
   CHECK_FALSE(timer.should_trigger_for_step(2));
   CHECK(timer.should_trigger_for_step(3));
@@ -237,4 +244,27 @@ TEST_CASE("the clock policy costs nothing when it is stateless") {
     double last_time;
   };
   static_assert(sizeof(SecondOrStepTimer<runhooks::SteadyClock>) == sizeof(WithoutClock));
+}
+
+TEST_CASE("(runhooks) a step below the last trigger triggers; the step threshold saturates") {
+  ManualClock clock(mock_start_time);
+  Timer timer(TimerOptions{.every_steps = 10}, clock);
+  timer.update_last_triggered_step(100);
+  CHECK_FALSE(timer.should_trigger_for_step(105));
+  CHECK(timer.should_trigger_for_step(99));  // TF: false until 110
+  CHECK((timer.update_last_triggered_step(99) == TimerElapsed{0.0, -1}));
+  CHECK(timer.should_trigger_for_step(109));
+
+  constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  Timer huge(TimerOptions{.every_steps = max}, clock);
+  huge.update_last_triggered_step(1);
+  CHECK_FALSE(huge.should_trigger_for_step(2));  // 1 + max overflowed to a negative threshold
+  CHECK_FALSE(huge.should_trigger_for_step(max - 1));
+  CHECK(huge.should_trigger_for_step(max));
+  Timer far(TimerOptions{.every_steps = 5}, clock);
+  far.update_last_triggered_step(max - 2);
+  CHECK_FALSE(far.should_trigger_for_step(max - 1));
+  CHECK(far.should_trigger_for_step(max));  // saturated threshold
+  CHECK((far.update_last_triggered_step(std::numeric_limits<std::int64_t>::min()).steps ==
+         std::optional<std::int64_t>(std::numeric_limits<std::int64_t>::min())));
 }

@@ -3,9 +3,12 @@
 // every_n_secs mode.
 
 #include <runhooks/clock.hpp>
+#include <runhooks/manual_clock.hpp>
 #include <runhooks/hooks/step_counter_hook.hpp>
 #include <runhooks/log.hpp>
 #include <runhooks/monitored_session.hpp>
+#include <runhooks/outputs/csv_output.hpp>
+#include <runhooks/outputs/summary_output.hpp>
 #include <runhooks/summary/event_reader.hpp>
 
 #include <doctest/doctest.h>
@@ -22,6 +25,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -294,7 +298,7 @@ TEST_CASE("C18 test_steps_per_run_greater_than_every_n_steps") {
   for (const Summary& s : summaries) CHECK(s.steps_per_sec == doctest::Approx(10 / 0.01));
 }
 
-TEST_CASE("C19 test_summary_writer: output_dir writes an event file with the two summaries") {
+TEST_CASE("C19 test_summary_writer: SummaryOutput (TF's output_dir) writes an event file with the two summaries") {
   const LogCapture log;
   const TempDir dir;
   const fs::path logdir = dir.path() / "logs";
@@ -302,11 +306,11 @@ TEST_CASE("C19 test_summary_writer: output_dir writes an event file with the two
   {
     runhooks::MonitoredSession session(
         CounterBackend{.clock = clock, .secs_per_run = 0.01},
-        StepCounterHook<ManualClock>({.every_n_steps = 10, .output_dir = logdir}, clock));
+        StepCounterHook({.every_n_steps = 10}, runhooks::SummaryOutput(logdir), clock));
     for (int i = 0; i < 30; ++i) session.run();
     session.close();
   }
-  // The default output logs as well.
+  // SummaryOutput logs as well, as TensorFlow's hook with an output_dir does.
   CHECK(log.lines(Severity::info) ==
         std::vector<std::string>{"global_step/sec: 100", "global_step/sec: 100"});
 
@@ -331,12 +335,12 @@ TEST_CASE("C19 test_summary_writer: output_dir writes an event file with the two
   CHECK(steps == std::vector<std::int64_t>{11, 21});
 }
 
-TEST_CASE("C19 without output_dir the default output writes no file") {
+TEST_CASE("C19 the default output (LogOutput) writes no file") {
   const LogCapture log;
   const TempDir dir;
   ManualClock clock;
   StepCounterHook<ManualClock> hook({.every_n_steps = 1}, clock);
-  CHECK(hook.options().output_dir.empty());
+  static_assert(std::is_same_v<decltype(hook.output()), runhooks::LogOutput&>);
   runhooks::MonitoredSession session(CounterBackend{.clock = clock, .secs_per_run = 1.0},
                                      std::ref(hook));
   session.run();

@@ -3,6 +3,8 @@
 // it is not included by <runhooks/runhooks.hpp>.
 #pragma once
 
+#include <runhooks/detail/config.hpp>
+
 #include <benchmark/benchmark.h>
 
 #include <string>

@@ -1,25 +1,21 @@
-// Clock policies for the time-based hooks: a steady clock by default, a manual one for tests.
+// Clock policies for the time-based hooks: std::chrono::steady_clock by default.
 #pragma once
+
+#include <runhooks/detail/config.hpp>
 
 #include <chrono>
 #include <concepts>
-#include <functional>
-#include <condition_variable>
-#include <memory>
-#include <mutex>
-#include <stop_token>
-#include <utility>
 
 namespace runhooks {
 
-// A Clock gives seconds as a double from an arbitrary but fixed origin, and can sleep.
-//   Minimal complete definition: `double now()` and
-//   `void sleep_for(double seconds, std::stop_token stop)`, which returns early once stop is
-//   requested.
+// A Clock gives seconds as a double from an arbitrary but fixed origin.
+//   Minimal complete definition: `double now()`.
+//   Optional: `void sleep_for(double seconds, std::stop_token stop)`, returning early once stop
+//   is requested; GlobalStepWaiterHook sleeps through it when the clock has one (a test clock
+//   such as ManualClock, <runhooks/manual_clock.hpp>), and on the steady clock otherwise.
 template <class C>
-concept Clock = requires(C& c, double seconds, std::stop_token stop) {
+concept Clock = requires(C& c) {
   { c.now() } -> std::convertible_to<double>;
-  c.sleep_for(seconds, stop);
 };
 
 // std::chrono::steady_clock: never jumps, so a rate is never negative.
@@ -28,47 +24,6 @@ struct SteadyClock {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
         .count();
   }
-  static void sleep_for(double seconds, std::stop_token stop = {}) {
-    std::mutex mutex;
-    std::condition_variable_any never_notified;
-    std::unique_lock lock(mutex);
-    never_notified.wait_for(lock, stop, std::chrono::duration<double>(seconds), [] { return false; });
-  }
-};
-
-// A clock that moves only when told to. Copies share one time, so a test keeps a copy and
-// advances the clock that a hook inside a session reads. sleep_for() advances the time by the
-// amount slept and then calls the optional on_sleep callback, which lets a test change the
-// world "while" a hook sleeps, as TensorFlow's tests do with a mocked time.sleep. The callback
-// must refer to the clock, not hold a copy: a copy shares the state that stores the callback.
-class ManualClock {
- public:
-  // Not explicit when defaulted: the hooks take their clock as `C clock = {}`.
-  ManualClock() : ManualClock(0.0) {}
-  explicit ManualClock(double start) : state_(std::make_shared<State>(State{start, {}, 0})) {}
-
-  double now() const noexcept { return state_->now; }
-  void advance(double seconds) noexcept { state_->now += seconds; }
-  void set(double seconds) noexcept { state_->now = seconds; }
-
-  void sleep_for(double seconds, std::stop_token = {}) {
-    ++state_->sleeps;
-    state_->now += seconds;
-    if (state_->on_sleep) state_->on_sleep();
-  }
-  int sleeps() const noexcept { return state_->sleeps; }
-  template <std::invocable F>
-  void on_sleep(F f) {
-    state_->on_sleep = std::move(f);
-  }
-
- private:
-  struct State {
-    double now;
-    std::function<void()> on_sleep;
-    int sleeps;
-  };
-  std::shared_ptr<State> state_;
 };
 
 }  // namespace runhooks

@@ -3,16 +3,19 @@
 // a compile error, never a silently skipped callback.
 #pragma once
 
+#include <runhooks/detail/config.hpp>
+
 #include <concepts>
 #include <cstdint>
 #include <functional>
 #include <type_traits>
 #include <utility>
 
-#include <runhooks/coordinator.hpp>
 #include <runhooks/session_run_args.hpp>
 
 namespace runhooks {
+
+class Coordinator;  // <runhooks/coordinator.hpp>; hooks that take it include that header
 
 // A backend runs one training step per run().
 //   Minimal complete definition: `void run()`.
@@ -49,23 +52,32 @@ concept BackendFactory = std::is_object_v<F> && !Backend<F> && std::invocable<F&
 template <class H>
 concept HasBegin = requires(H& h) { h.begin(); };
 
+// after_create_session(session, coord) in two forms. `const Coordinator&` (or `auto&`, which
+// deduces const) only reads the coordinator: its stop_token() and should_stop(). `Coordinator&`
+// may also stop it or start threads on it, which is why the session then polls its stop flag on
+// every step; a coordinator nobody can stop needs no poll.
 template <class H, class B>
-concept TakesCoordinator = requires(H& h, B& b, Coordinator& c) {
+concept ReadsCoordinator = requires(H& h, B& b, const Coordinator& c) {
   h.after_create_session(b, c);
 };
-
-// after_create_session takes the coordinator only if the hook uses it: a session polls its
-// coordinator's stop flag on every step only while someone holds the coordinator.
 template <class H, class B>
-concept HasAfterCreateSession =
-    TakesCoordinator<H, B> || requires(H& h, B& b) { h.after_create_session(b); };
+concept TakesCoordinator =
+    !ReadsCoordinator<H, B> && requires(H& h, B& b, Coordinator& c) {
+      h.after_create_session(b, c);
+    };
+
+template <class H, class B>
+concept HasAfterCreateSession = ReadsCoordinator<H, B> || TakesCoordinator<H, B> ||
+                                requires(H& h, B& b) { h.after_create_session(b); };
 
 // Calls a hook's after_create_session with or without the coordinator, as the hook takes it;
 // for driving hooks by hand, as TensorFlow's tests do.
-template <class H, class B>
+template <class H, class B, class C = Coordinator>
   requires HasAfterCreateSession<H, B>
-void call_after_create_session(H& hook, B& session, Coordinator& coord) {
-  if constexpr (TakesCoordinator<H, B>)
+void call_after_create_session(H& hook, B& session, C& coord) {
+  if constexpr (ReadsCoordinator<H, B>)
+    hook.after_create_session(session, static_cast<const C&>(coord));
+  else if constexpr (TakesCoordinator<H, B>)
     hook.after_create_session(session, coord);
   else
     hook.after_create_session(session);

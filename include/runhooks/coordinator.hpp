@@ -2,6 +2,8 @@
 // error a thread reported (TensorFlow's tf.train.Coordinator, on std::stop_source/std::jthread).
 #pragma once
 
+#include <runhooks/detail/config.hpp>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -14,6 +16,9 @@
 #include <thread>
 #include <utility>
 
+#include <runhooks/detail/checked.hpp>
+#include <runhooks/detail/coordinator_slot.hpp>
+#include <runhooks/detail/type_list.hpp>
 #include <runhooks/error.hpp>
 
 namespace runhooks {
@@ -21,9 +26,11 @@ namespace runhooks {
 // request_stop() may be called from any thread; the first exception passed to it is kept and
 // re-thrown by raise_requested_exception() and join(). Threads started with start() receive a
 // std::stop_token that is stopped by request_stop(). A MonitoredSession owns one and hands it to
-// the hooks whose after_create_session() takes it. Where TensorFlow makes a new Coordinator
-// when it re-creates the session, the session joins its coordinator and reset()s it: references
-// stay valid and then refer to the fresh state.
+// the hooks whose after_create_session() takes it: as `Coordinator&` to a hook that may stop it
+// or start threads on it (the session then polls its stop flag on every step), as
+// `const Coordinator&` to one that only reads it (stop_token(), should_stop(); no poll). Where
+// TensorFlow makes a new Coordinator when it re-creates the session, the session joins its
+// coordinator and reset()s it: references stay valid and then refer to the fresh state.
 class Coordinator {
  public:
   Coordinator() = default;
@@ -40,9 +47,27 @@ class Coordinator {
     source_.request_stop();
   }
 
+  // A hook that took `const Coordinator&` reads the coordinator and cannot stop it: the session
+  // does not poll such a coordinator. Diagnosed here rather than as "discards qualifiers".
+  template <class... Args>
+  void request_stop(Args&&...) const {
+    static_assert(detail::always_false<Args...>,
+                  "runhooks: this hook took `const runhooks::Coordinator&` (or `auto&`, which "
+                  "deduces const), which only reads the coordinator. To stop it or start "
+                  "threads on it, take `runhooks::Coordinator& coord` in after_create_session.");
+  }
+  template <class F>
+  void start(F) const {
+    static_assert(detail::always_false<F>,
+                  "runhooks: this hook took `const runhooks::Coordinator&` (or `auto&`, which "
+                  "deduces const), which only reads the coordinator. To stop it or start "
+                  "threads on it, take `runhooks::Coordinator& coord` in after_create_session.");
+  }
+
   // One relaxed load: what MonitoredSession::should_stop() reads on every step while someone
   // holds the coordinator.
   bool should_stop() const noexcept { return stopped_.load(std::memory_order_relaxed); }
+  const std::atomic<bool>& stop_flag() const noexcept { return stopped_; }
 
   std::stop_token stop_token() const {
     std::lock_guard lock(mutex_);
@@ -98,6 +123,7 @@ class Coordinator {
   // since a std::jthread cannot be abandoned safely.
   void join(std::chrono::duration<double> grace = std::chrono::seconds(120),
             bool ignore_live_threads = false) {
+    detail::checked_secs("Coordinator::join's grace period", grace.count());
     request_stop();
     std::size_t still_running = 0;
     {
@@ -115,6 +141,12 @@ class Coordinator {
     if (still_running != 0 && !ignore_live_threads)
       throw UsageError("Coordinator stopped with threads still running: " +
                        std::to_string(still_running));
+  }
+
+  // What a session does when it ends a backend's generation or closes: join with the grace
+  // period, ignoring live threads (joined anyway), re-throwing the reported error.
+  void join_for_session(double grace_secs) {
+    join(std::chrono::duration<double>(grace_secs), /*ignore_live_threads=*/true);
   }
 
  private:

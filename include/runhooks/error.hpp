@@ -1,6 +1,8 @@
 // The exceptions runhooks throws, mirroring TensorFlow's error classes.
 #pragma once
 
+#include <runhooks/detail/config.hpp>
+
 #include <stdexcept>
 
 namespace runhooks {

@@ -1,6 +1,8 @@
 // Where the built-in hooks' log lines go: stderr by default, or a sink the program installs.
 #pragma once
 
+#include <runhooks/detail/config.hpp>
+
 #include <atomic>
 #include <cstdio>
 #include <string_view>

@@ -2,23 +2,25 @@
 // TensorFlow's SessionRunHook contract, and recovers a lost backend.
 #pragma once
 
+#include <runhooks/detail/config.hpp>
+
 #include <boost/hana/basic_tuple.hpp>
 #include <boost/hana/for_each.hpp>
 #include <boost/hana/at.hpp>
 #include <boost/hana/unpack.hpp>
 
-#include <chrono>
 #include <cstddef>
 #include <exception>
 #include <optional>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <utility>
 
 #include <runhooks/concepts.hpp>
-#include <runhooks/coordinator.hpp>
+#include <runhooks/detail/checked.hpp>
+#include <runhooks/detail/coordinator_slot.hpp>
 #include <runhooks/detail/hook_checks.hpp>
+#include <runhooks/detail/sleep.hpp>
 #include <runhooks/detail/type_list.hpp>
 #include <runhooks/error.hpp>
 #include <runhooks/log.hpp>
@@ -43,41 +45,54 @@ struct backend_slot {
   void create() {}
 };
 
-template <class F, class P>
-struct backend_slot<SessionCreator<F, P>> {
-  using backend_type = typename SessionCreator<F, P>::backend_type;
+template <SessionCreatorType Creator>
+struct backend_slot<Creator> {
+  using backend_type = typename Creator::backend_type;
   static constexpr bool can_recreate = true;
-  SessionCreator<F, P> creator;
+  Creator creator;
   std::optional<backend_type> backend;
 
-  explicit backend_slot(SessionCreator<F, P> c) : creator(std::move(c)) {}
+  explicit backend_slot(Creator c) : creator(std::move(c)) {}
   backend_type& get() noexcept { return *backend; }
   bool alive() const noexcept { return backend.has_value(); }
   void destroy() noexcept { backend.reset(); }
   void create() {
     // Constructed in place from the creator's prvalue: backends need not be movable.
     struct from_creator {
-      SessionCreator<F, P>& c;
+      Creator& c;
       operator backend_type() { return c.create_session(); }
     };
     backend.emplace(from_creator{creator});
+    if constexpr (requires { creator.initialize(*backend); }) {
+      try {
+        creator.initialize(*backend);  // restore a checkpoint, receive a chief's state, ...
+      } catch (...) {
+        backend.reset();
+        throw;
+      }
+    }
   }
 };
 
 // should_stop() reads only `attention` on the per-step path. It is set when a stop was asked
-// for, and for as long as someone outside the session holds the coordinator, whose atomic flag
-// must then be polled: a hook whose after_create_session takes it, or a caller of
-// coordinator(). Until then no other thread can stop the coordinator, and the per-step path
-// has no atomic load.
+// for, while an error waits to be raised, and for as long as someone outside the session may stop
+// the coordinator, whose atomic flag must then be polled: a hook whose after_create_session
+// takes `Coordinator&`, or a caller of coordinator(). Until then no other thread can stop the
+// session, and the per-step path has no atomic load.
 struct StopState {
-  Coordinator coord;
   bool attention = false;
-  // Set by a hook's stop request, by the caller's, on close, and while recovery has no backend.
+  // Set by a hook's stop request, by the caller's, on close, while recovery has no backend, and
+  // while an error waits to be raised.
   bool stop = false;
   bool caller_stop = false;  // survives recovery, which clears only the hooks' requests
   bool polls_coordinator = false;
   bool closed = false;
   int uncaught = std::uncaught_exceptions();  // to tell a clean scope exit in the destructor
+  double grace_secs = 120.0;          // TensorFlow's stop_grace_period_secs
+  std::exception_ptr pending_error;   // a coordinator thread's error that run() has not raised
+  std::exception_ptr raised_error;    // the one run() raised, so close() does not raise it twice
+  std::exception_ptr last_error;      // the preemption being recovered from, for the log line
+  CoordinatorSlot coord;              // made on demand
 
   void set_stop() noexcept { stop = attention = true; }
   void clear_stop() noexcept {
@@ -105,6 +120,29 @@ decltype(auto) fetch_backend(B& backend) {
 [[noreturn]] inline void throw_run_after_stop(bool closed) {
   if (closed) throw UsageError("Run called on a closed session.");
   throw UsageError("Run called even after should_stop requested.");
+}
+
+inline bool is_preemption(const std::exception_ptr& error) {
+  if (!error) return false;
+  try {
+    std::rethrow_exception(error);
+  } catch (const AbortedError&) {
+    return true;
+  } catch (const UnavailableError&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+inline std::string describe(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception not derived from std::exception";
+  }
 }
 
 }  // namespace detail
@@ -139,6 +177,9 @@ class BasicMonitoredSession {
     for_each_hook([](auto& hook) {
       if constexpr (HasBegin<std::remove_cvref_t<decltype(hook)>>) hook.begin();
     });
+    if constexpr ((... || (TakesCoordinator<detail::unwrap_hook_t<Hooks>, backend_type> ||
+                           ReadsCoordinator<detail::unwrap_hook_t<Hooks>, backend_type>)))
+      state_.coord.get();
     if constexpr ((... || TakesCoordinator<detail::unwrap_hook_t<Hooks>, backend_type>))
       state_.poll_coordinator();
     if constexpr (recoverable) {
@@ -146,7 +187,9 @@ class BasicMonitoredSession {
       try {
         create_session();
       } catch (...) {
-        if (!is_preemption(std::current_exception()) || !recover(failures)) throw;
+        const std::exception_ptr error = std::current_exception();
+        end_generation();
+        if (!detail::is_preemption(error) || !recover(failures)) throw_for(error);
       }
     } else {
       create_session();
@@ -171,7 +214,7 @@ class BasicMonitoredSession {
   bool should_stop() {
     if (!state_.attention) [[likely]]
       return false;
-    if (!state_.stop && !state_.coord.should_stop()) return false;
+    if (!state_.stop && !(state_.polls_coordinator && state_.coord.stop_requested())) return false;
     // Only a session that can recover, or must re-throw, has anything to do here; saying so at
     // compile time lets the compiler see that the loop ends (clang otherwise reloads state).
     if constexpr (!recoverable && !Singular)
@@ -185,7 +228,7 @@ class BasicMonitoredSession {
   template <class... Items>
   auto run(const SessionRunArgs<Items...>& args) {
     if (state_.attention && state_.stop) [[unlikely]]
-      detail::throw_run_after_stop(state_.closed);
+      refuse_run();
     return with_recovery([&] { return run_hooked(args); });
   }
   void run() { run(empty_args_); }
@@ -197,6 +240,8 @@ class BasicMonitoredSession {
     static_assert(std::is_invocable_v<StepFn&, StepContext<BasicMonitoredSession>&>,
                   "runhooks: step_fn must take exactly one argument, the step context: write "
                   "`[&](auto& step_context) { ... }`.");
+    if (state_.closed || state_.pending_error) [[unlikely]]
+      refuse_run();
     if constexpr (std::is_invocable_v<StepFn&, StepContext<BasicMonitoredSession>&>)
       return with_recovery([&]() -> decltype(auto) {
         StepContext<BasicMonitoredSession> context(*this);
@@ -221,10 +266,20 @@ class BasicMonitoredSession {
 
   // From here on the session polls the coordinator's stop flag on every step, since another
   // thread may now stop it. Call it on the thread that runs the session, then hand the reference
-  // to other threads; it stays valid for the session's life, across recoveries.
-  Coordinator& coordinator() noexcept {
+  // to other threads; it stays valid for the session's life, across recoveries. Needs
+  // <runhooks/coordinator.hpp> (C is always Coordinator).
+  template <class C = Coordinator>
+  C& coordinator() {
+    C& coord = state_.coord.template get<C>();
     state_.poll_coordinator();
-    return state_.coord;
+    return coord;
+  }
+
+  // How long close() and recovery wait for the coordinator's threads before joining them anyway
+  // (TensorFlow's stop_grace_period_secs, 120 s by default). Finite, 0 to 1e9 s, or
+  // std::invalid_argument.
+  void set_stop_grace_period_secs(double secs) {
+    state_.grace_secs = detail::checked_secs("stop_grace_period_secs", secs);
   }
 
   // The I-th hook (through std::ref if it was passed that way).
@@ -242,8 +297,11 @@ class BasicMonitoredSession {
     return hook<detail::index_of<Hook, detail::unwrap_hook_t<Hooks>...>>();
   }
 
-  // Calls every end(), stops and joins the coordinator (re-throwing an error a thread
-  // reported), and marks the session closed. Closing twice is an error.
+  // Calls every end(), stops and joins the coordinator, and marks the session closed. Throws
+  // the first error of: an end() that threw, an error a coordinator thread reported and run()
+  // has not raised yet. A MonitoredSession (which recovers) logs an AbortedError or
+  // UnavailableError that a thread reports at shutdown instead of throwing it, as TensorFlow's
+  // recoverable close does; a SingularMonitoredSession throws it. Closing twice is an error.
   void close() {
     if (state_.closed) throw UsageError("Session is already closed.");
     close_internal(true);
@@ -272,6 +330,30 @@ class BasicMonitoredSession {
     }
   }
 
+  // run() after a stop: raises the error a coordinator thread reported, if one waits, else
+  // TensorFlow's "Run called even after should_stop requested".
+  [[noreturn, gnu::noinline]] void refuse_run() {
+    if (state_.pending_error) {
+      state_.raised_error = std::exchange(state_.pending_error, nullptr);
+      std::rethrow_exception(state_.raised_error);
+    }
+    detail::throw_run_after_stop(state_.closed);
+  }
+
+  // Keeps an error a coordinator thread reported until run() or close() can raise it; the session
+  // stops meanwhile (TensorFlow raises it from the run that triggered the recovery, or close()).
+  void keep_error(std::exception_ptr error) noexcept {
+    if (!state_.pending_error) state_.pending_error = std::move(error);
+    state_.set_stop();
+  }
+
+  // Rethrows `error`, or the coordinator thread's error that ending the generation found instead
+  // (TensorFlow's _CoordinatedSession: what a thread reported wins).
+  [[noreturn]] void throw_for(const std::exception_ptr& error) {
+    if (state_.pending_error) refuse_run();
+    std::rethrow_exception(error);
+  }
+
   template <class F>
   void for_each_hook(F&& f) {
     boost::hana::for_each(hooks_, [&](auto& stored) { f(detail::unwrap(stored)); });
@@ -279,8 +361,11 @@ class BasicMonitoredSession {
 
   void after_create_session() {
     for_each_hook([&](auto& hook) {
-      if constexpr (HasAfterCreateSession<std::remove_cvref_t<decltype(hook)>, backend_type>)
-        call_after_create_session(hook, slot_.get(), state_.coord);
+      using Hook = std::remove_cvref_t<decltype(hook)>;
+      if constexpr (TakesCoordinator<Hook, backend_type> || ReadsCoordinator<Hook, backend_type>)
+        call_after_create_session(hook, slot_.get(), state_.coord.get());
+      else if constexpr (HasAfterCreateSession<Hook, backend_type>)
+        hook.after_create_session(slot_.get());
     });
   }
 
@@ -458,30 +543,18 @@ class BasicMonitoredSession {
         try {
           return f();
         } catch (...) {
-          if (!preempted(std::current_exception()) || !recover(failures)) throw;
+          const std::exception_ptr error = std::current_exception();
+          if (!preempted(error)) throw;
+          if (!recover(failures)) throw_for(error);
         }
       }
     }
   }
 
   bool preempted(const std::exception_ptr& error) const {
-    if (is_preemption(error)) return true;
     // TensorFlow's _CoordinatedSession.run: a preemption a thread reported wins over the
     // error the step itself raised.
-    return is_preemption(state_.coord.requested_exception());
-  }
-
-  static bool is_preemption(const std::exception_ptr& error) {
-    if (!error) return false;
-    try {
-      std::rethrow_exception(error);
-    } catch (const AbortedError&) {
-      return true;
-    } catch (const UnavailableError&) {
-      return true;
-    } catch (...) {
-      return false;
-    }
+    return detail::is_preemption(error) || detail::is_preemption(state_.coord.error());
   }
 
   // The backend (made by the creator, if there is one), a fresh coordinator, and every hook's
@@ -492,50 +565,72 @@ class BasicMonitoredSession {
     after_create_session();
   }
 
-  // TensorFlow's _RecoverableSession, after the failures-th consecutive preemption error: join
-  // the lost session's threads, drop its backend, and make the session again (begin() is not
-  // called again), as long as the retry policy allows; a preemption error while doing so is
-  // one more failure. The hooks' stop requests are cleared once that succeeded. Returns false
-  // when the policy gives up: the session then has no backend and should stop.
+  // Ends the current backend's generation, whichever hook or step failed: stops the
+  // coordinator and joins every thread started on it (waiting up to the grace period, then
+  // joining anyway) before the backend they may use is destroyed. An error one of them reported
+  // that is not a preemption is kept, to be raised by run() or close().
+  void end_generation() noexcept {
+    const std::exception_ptr error = state_.coord.stop_and_join(state_.grace_secs);
+    if (error && !detail::is_preemption(error)) keep_error(error);
+    if constexpr (recoverable) slot_.destroy();
+  }
+
+  // TensorFlow's _RecoverableSession, after the failures-th consecutive preemption error: end
+  // the lost generation, and make the session again (begin() is not called again), as long as the
+  // retry policy allows; a preemption error while doing so is one more failure. The hooks' stop
+  // requests are cleared once that succeeded. Returns false when the policy gives up or a
+  // thread's error waits to be raised: the session then has no backend and should stop.
   bool recover(int& failures) {
-    try {
-      state_.coord.join(std::chrono::seconds(120), /*ignore_live_threads=*/true);
-    } catch (...) {
-      // The lost session's errors are what we are recovering from.
-    }
+    end_generation();
     // Until a new backend is ready the session should stop and run() must not reach the
     // backend (TensorFlow: should_stop() is true while _sess is None).
     state_.set_stop();
+    if (state_.pending_error) return false;
     for (;; ++failures) {
-      slot_.destroy();
       const std::optional<double> delay = slot_.creator.policy().next_delay(failures);
       if (!delay) return false;
-      log(Severity::info, "runhooks: backend lost; re-creating it");
-      if (*delay > 0) std::this_thread::sleep_for(std::chrono::duration<double>(*delay));
+      const double secs = detail::checked_secs("the retry policy's next_delay()", *delay);
+      log(Severity::info, "runhooks: backend lost; re-creating it (attempt " +
+                              std::to_string(failures) + ", after " + detail::format_number(secs) +
+                              " s): " + detail::describe(last_error_or_current()));
+      detail::sleep_secs(secs);
       try {
         create_session();
         state_.clear_stop();
         return true;
       } catch (...) {
-        if (!is_preemption(std::current_exception())) throw;
+        const std::exception_ptr error = std::current_exception();
+        end_generation();
+        if (!detail::is_preemption(error)) std::rethrow_exception(error);
+        if (state_.pending_error) return false;
+        state_.last_error = error;
       }
     }
   }
 
+  std::exception_ptr last_error_or_current() const {
+    if (state_.last_error) return state_.last_error;
+    if (const std::exception_ptr current = std::current_exception()) return current;
+    return state_.coord.error();
+  }
+
   [[gnu::noinline]] bool should_stop_slow() {
-    if (state_.closed) return true;
+    if (state_.closed || state_.pending_error) return true;
     // TensorFlow reads the coordinator's error before the hooks' stop flag: a preemption
     // re-creates the backend (which resets that flag) even after a hook asked to stop.
-    const std::exception_ptr error = state_.coord.requested_exception();
+    const std::exception_ptr error = state_.coord.error();
     if constexpr (recoverable) {
-      if (slot_.alive() && is_preemption(error)) {
+      if (slot_.alive() && detail::is_preemption(error)) {
         // TensorFlow's should_stop() never raises in a MonitoredSession: an error while
         // re-creating means "stop", and is logged rather than lost.
         try {
           int failures = 1;
+          state_.last_error = error;
           recover(failures);
-          return state_.stop;  // the policy gave up, or the caller had asked to stop
+          state_.last_error = nullptr;
+          return state_.stop;  // the policy gave up, an error waits, or the caller asked to stop
         } catch (const std::exception& e) {
+          state_.last_error = nullptr;
           log(Severity::warning, std::string("runhooks: re-creating the backend failed: ") +
                                      e.what());
           return true;
@@ -562,18 +657,30 @@ class BasicMonitoredSession {
         first_error = std::current_exception();
       }
     }
-    try {
-      state_.coord.join(std::chrono::seconds(120), /*ignore_live_threads=*/true);
-    } catch (...) {
-      if (!first_error) first_error = std::current_exception();
+    std::exception_ptr thread_error = state_.coord.stop_and_join(state_.grace_secs);
+    if (recoverable && detail::is_preemption(thread_error)) {
+      // TensorFlow's _WrappedSession.close logs preemption errors at shutdown: there is no
+      // step left to recover.
+      log(Severity::warning, "runhooks: ignoring an error reported to the coordinator while "
+                             "closing (nothing left to recover): " +
+                                 detail::describe(thread_error));
+      thread_error = nullptr;
     }
-    if (first_error) std::rethrow_exception(first_error);
+    if (thread_error && thread_error == state_.raised_error) thread_error = nullptr;
+    for (const std::exception_ptr& error : {first_error, state_.pending_error, thread_error}) {
+      if (error) {
+        state_.pending_error = nullptr;
+        std::rethrow_exception(error);
+      }
+    }
   }
 
   static constexpr SessionRunArgs<> empty_args_{};
 
   slot_type slot_;
   [[no_unique_address]] boost::hana::basic_tuple<Hooks...> hooks_;
+  // Last, so that its coordinator is destroyed first: the coordinator's threads are joined
+  // before the hooks and the backend they may use go away.
   detail::StopState state_;
 };
 
@@ -614,7 +721,7 @@ class StepContext {
   template <class... Items>
   auto run_with_hooks(const SessionRunArgs<Items...>& args) {
     if (session_->state_.attention && session_->state_.stop) [[unlikely]]
-      detail::throw_run_after_stop(session_->state_.closed);
+      session_->refuse_run();
     return session_->run_hooked(args);
   }
   void run_with_hooks() { run_with_hooks(SessionRunArgs<>{}); }

@@ -2,6 +2,8 @@
 // backend after it, and inputs to feed it before; SessionRunValues carries the fetched values.
 #pragma once
 
+#include <runhooks/detail/config.hpp>
+
 #include <boost/hana/basic_tuple.hpp>
 #include <boost/hana/at.hpp>
 #include <boost/hana/for_each.hpp>

@@ -1,6 +1,8 @@
 // SessionRunContext: what every hook sees of one run, shared by all hooks for that run.
 #pragma once
 
+#include <runhooks/detail/config.hpp>
+
 #include <runhooks/session_run_args.hpp>
 
 namespace runhooks {

@@ -1,6 +1,8 @@
 // SharedGlobalStep: a global step that several threads' backends share and can wait on.
 #pragma once
 
+#include <runhooks/detail/config.hpp>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>

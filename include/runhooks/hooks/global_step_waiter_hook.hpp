@@ -1,10 +1,13 @@
 // GlobalStepWaiterHook: holds back a worker's first step until the global step reaches a value.
 #pragma once
 
-#include <algorithm>
+#include <runhooks/detail/config.hpp>
+
 #include <chrono>
 #include <concepts>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -14,6 +17,7 @@
 #include <runhooks/clock.hpp>
 #include <runhooks/concepts.hpp>
 #include <runhooks/coordinator.hpp>
+#include <runhooks/detail/checked.hpp>
 #include <runhooks/error.hpp>
 #include <runhooks/log.hpp>
 
@@ -29,11 +33,37 @@ concept WaitableGlobalStep =
 
 struct GlobalStepWaiterOptions {
   // How often to read a global step that cannot be waited on (TensorFlow: 0.5 s), and how often
-  // to log progress while waiting on one that can.
+  // to log progress while waiting on one that can. Greater than 0, at most 1e9 s.
   double poll_interval_secs = 0.5;
   // Give up with DeadlineExceededError after this long; by default wait as long as it takes.
+  // At least 0, at most 1e9 s.
   std::optional<double> timeout_secs{};
+
+  // Throws std::invalid_argument naming the option and its value for a zero, negative, NaN,
+  // infinite or huge value; a compile error when the options are constexpr.
+  constexpr const GlobalStepWaiterOptions& validate() const {
+    detail::checked_secs("GlobalStepWaiterOptions::poll_interval_secs", poll_interval_secs, 0.0,
+                         /*min_exclusive=*/true);
+    if (timeout_secs) detail::checked_secs("GlobalStepWaiterOptions::timeout_secs", *timeout_secs);
+    return *this;
+  }
 };
+
+namespace detail {
+// Sleeps on the clock when it can (a test clock), else on the steady clock; returns early once
+// stop is requested.
+template <class C>
+void sleep_on(C& clock, double secs, const std::stop_token& stop) {
+  if constexpr (requires { clock.sleep_for(secs, stop); }) {
+    clock.sleep_for(secs, stop);
+  } else {
+    std::mutex mutex;
+    std::condition_variable_any never_notified;
+    std::unique_lock lock(mutex);
+    never_notified.wait_for(lock, stop, std::chrono::duration<double>(secs), [] { return false; });
+  }
+}
+}  // namespace detail
 
 // TensorFlow's GlobalStepWaiterHook: before the first run only, wait until the global step is at
 // least wait_until_step (no wait for a value of zero or less), logging
@@ -41,19 +71,20 @@ struct GlobalStepWaiterOptions {
 // steps. Beyond TensorFlow: a WaitableGlobalStep backend wakes the waiter as soon as the step
 // is reached; the wait ends when the coordinator is stopped (or a hook earlier in the list asked
 // to stop in this run), by throwing StopIteration, which ends a run_loop cleanly; and an
-// optional timeout ends it with DeadlineExceededError. After the first run the per-step cost is
-// one test of a flag.
+// optional timeout ends it with DeadlineExceededError. It reads the coordinator (its stop token)
+// without holding it, so the session does not poll the coordinator for it: after the first run
+// the per-step cost is one test of a flag.
 template <Clock C = SteadyClock>
 class GlobalStepWaiterHook {
  public:
   explicit GlobalStepWaiterHook(std::int64_t wait_until_step, GlobalStepWaiterOptions options = {},
                                 C clock = {})
-      : wait_until_step_(wait_until_step), options_(options), clock_(std::move(clock)) {}
+      : wait_until_step_(wait_until_step), options_(options.validate()), clock_(std::move(clock)) {}
 
   void begin() noexcept { started_ = false; }
 
   template <class Backend>
-  void after_create_session(Backend&, Coordinator& coord) noexcept {
+  void after_create_session(Backend&, const Coordinator& coord) {
     static_assert(HasGlobalStep<Backend>,
                   "runhooks::GlobalStepWaiterHook needs a backend with `std::int64_t "
                   "global_step() const`; the backend type is named in this instantiation.");
@@ -105,7 +136,8 @@ class GlobalStepWaiterHook {
         last_logged_step = current;
       }
       double slice = options_.poll_interval_secs;
-      if (options_.timeout_secs) slice = std::min(slice, *options_.timeout_secs - waited);
+      if (options_.timeout_secs && *options_.timeout_secs - waited < slice)
+        slice = *options_.timeout_secs - waited;
       if constexpr (WaitableGlobalStep<std::remove_cvref_t<decltype(backend)>>) {
         backend.wait_for_global_step(
             wait_until_step_, stop_,
@@ -113,7 +145,7 @@ class GlobalStepWaiterHook {
                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                     std::chrono::duration<double>(slice)));
       } else {
-        clock_.sleep_for(slice, stop_);
+        detail::sleep_on(clock_, slice, stop_);
       }
     }
   }

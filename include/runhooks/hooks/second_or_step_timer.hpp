@@ -1,12 +1,15 @@
 // SecondOrStepTimer: TensorFlow's "every N steps or every T seconds" trigger, with a clock policy.
 #pragma once
 
+#include <runhooks/detail/config.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <utility>
 
 #include <runhooks/clock.hpp>
+#include <runhooks/detail/checked.hpp>
 
 namespace runhooks {
 
@@ -23,9 +26,11 @@ struct TimerElapsed {
   friend bool operator==(const TimerElapsed&, const TimerElapsed&) = default;
 };
 
-// TensorFlow's algorithm and messages exactly: exactly one of every_secs and every_steps (or,
-// beyond TensorFlow, both through whichever_first()); a step never re-triggers itself; the
-// thresholds are inclusive. No sign checks, as in TensorFlow.
+// TensorFlow's algorithm and messages: exactly one of every_secs and every_steps (or, beyond
+// TensorFlow, both through whichever_first()); a step never re-triggers itself; the thresholds
+// are inclusive; no sign checks. Two differences: a step below the last triggered one triggers
+// (the global step went back, e.g. on recovery: TensorFlow stays silent until the step passes
+// the old trigger again), and the step threshold saturates instead of overflowing.
 template <Clock C = SteadyClock>
 class SecondOrStepTimer {
  public:
@@ -52,15 +57,18 @@ class SecondOrStepTimer {
   bool should_trigger_for_step(std::int64_t step) {
     if (!triggered_) return true;
     if (last_triggered_step_ == step) return false;
+    if (step < last_triggered_step_) return true;
     if (every_secs_ && clock_.now() >= last_triggered_time_ + *every_secs_) return true;
-    if (every_steps_ && step >= last_triggered_step_ + *every_steps_) return true;
+    if (every_steps_ && step >= detail::saturating_add(last_triggered_step_, *every_steps_))
+      return true;
     return false;
   }
 
   TimerElapsed update_last_triggered_step(std::int64_t step) {
     const double now = clock_.now();
     TimerElapsed elapsed;
-    if (triggered_) elapsed = {now - last_triggered_time_, step - last_triggered_step_};
+    if (triggered_)
+      elapsed = {now - last_triggered_time_, detail::saturating_sub(step, last_triggered_step_)};
     triggered_ = true;
     last_triggered_time_ = now;
     last_triggered_step_ = step;

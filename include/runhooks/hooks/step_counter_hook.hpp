@@ -2,27 +2,23 @@
 // (a log line, a CSV file, a callback, TensorBoard event files).
 #pragma once
 
-#include <algorithm>
-#include <cerrno>
+#include <runhooks/detail/config.hpp>
+
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <limits>
-#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <type_traits>
 #include <utility>
 
 #include <runhooks/clock.hpp>
 #include <runhooks/concepts.hpp>
+#include <runhooks/detail/checked.hpp>
 #include <runhooks/hooks/second_or_step_timer.hpp>
 #include <runhooks/log.hpp>
-#include <runhooks/summary/event_writer.hpp>
 
 namespace runhooks {
 
@@ -30,14 +26,15 @@ struct StepCounterOptions {
   // Exactly one of the two; neither means every_n_steps = 100 (TensorFlow's default).
   std::optional<std::int64_t> every_n_steps{};
   std::optional<double> every_n_secs{};
-  // When set, the default output also writes TensorBoard event files here.
-  std::filesystem::path output_dir{};
   // TensorFlow derives it from the global step's name: "<name>/sec".
   std::string tag = "global_step/sec";
 };
 
 // Output policies receive each measured rate. Minimal complete definition:
 //   `void record(std::string_view tag, double steps_per_sec, std::int64_t global_step)`.
+// Here: LogOutput (the default) and CallbackOutput. File outputs have their own headers:
+// CsvOutput in <runhooks/outputs/csv_output.hpp>, SummaryOutput (TensorBoard event files, what
+// TensorFlow's output_dir does) in <runhooks/outputs/summary_output.hpp>.
 
 // TensorFlow's log line, "global_step/sec: 3.56742", through runhooks::log.
 struct LogOutput {
@@ -47,26 +44,6 @@ struct LogOutput {
                   steps_per_sec);
     log(Severity::info, line);
   }
-};
-
-// Appends "global_step,tag,steps_per_sec" rows to a CSV file, with a header when it is new.
-class CsvOutput {
- public:
-  explicit CsvOutput(const std::filesystem::path& path) {
-    const bool fresh = !std::filesystem::exists(path) || std::filesystem::file_size(path) == 0;
-    errno = 0;  // iostreams need not set errno: then report a generic I/O error
-    file_ = std::make_shared<std::ofstream>(path, std::ios::app);
-    if (!*file_)
-      throw std::system_error(errno != 0 ? errno : EIO, std::generic_category(),
-                              "runhooks::CsvOutput: cannot open " + path.string());
-    if (fresh) *file_ << "global_step,tag,steps_per_sec\n";
-  }
-  void record(std::string_view tag, double steps_per_sec, std::int64_t global_step) {
-    *file_ << global_step << ',' << tag << ',' << steps_per_sec << '\n' << std::flush;
-  }
-
- private:
-  std::shared_ptr<std::ofstream> file_;
 };
 
 // Calls f(tag, steps_per_sec, global_step).
@@ -80,36 +57,6 @@ struct CallbackOutput {
 template <class F>
 CallbackOutput(F) -> CallbackOutput<F>;
 
-// TensorBoard scalars, as TensorFlow's StepCounterHook writes them with an output_dir.
-class SummaryOutput {
- public:
-  explicit SummaryOutput(const std::filesystem::path& output_dir)
-      : writer_(std::make_shared<EventFileWriter>(output_dir)) {}
-  void record(std::string_view tag, double steps_per_sec, std::int64_t global_step) {
-    writer_->add_scalar(tag, static_cast<float>(steps_per_sec), global_step);
-    writer_->flush();
-  }
-
- private:
-  std::shared_ptr<EventFileWriter> writer_;
-};
-
-// TensorFlow's behaviour: the log line always, event files when options.output_dir is set.
-class DefaultOutput {
- public:
-  DefaultOutput() = default;
-  void open(const StepCounterOptions& options) {
-    if (!options.output_dir.empty() && !summary_) summary_.emplace(options.output_dir);
-  }
-  void record(std::string_view tag, double steps_per_sec, std::int64_t global_step) {
-    LogOutput{}.record(tag, steps_per_sec, global_step);
-    if (summary_) summary_->record(tag, steps_per_sec, global_step);
-  }
-
- private:
-  std::optional<SummaryOutput> summary_;
-};
-
 // Measures global steps per second every N steps or every T seconds.
 //
 // Per step (after_run): one compare of the global step with a precomputed threshold, and the
@@ -118,13 +65,21 @@ class DefaultOutput {
 // sampling stride re-estimated from the measured rate so that the clock is read about 64 times
 // per period, so a trigger fires at most about 1/64 of a period late when the rate is steady.
 // The first trigger records nothing; the rate is steps over seconds since the previous trigger.
-template <Clock C = SteadyClock, class Output = DefaultOutput>
+// When the global step goes back (a recovery restored an older checkpoint), the hook logs once
+// "global step went back from X to Y", re-bases its measurement on Y and reports on time from
+// there: TensorFlow instead writes a negative rate (every_n_secs) or stays silent until the step
+// passes X again (every_n_steps). Step arithmetic saturates at the limits of std::int64_t.
+template <Clock C = SteadyClock, class Output = LogOutput>
 class StepCounterHook {
  public:
   explicit StepCounterHook(StepCounterOptions options = {}, C clock = {}, Output output = {})
       : options_(validate(std::move(options))),
         timer_(TimerOptions{options_.every_n_secs, options_.every_n_steps}, std::move(clock)),
         output_(std::move(output)) {}
+  // StepCounterHook({.every_n_steps = 100}, runhooks::SummaryOutput("logs")).
+  StepCounterHook(StepCounterOptions options, Output output, C clock = {})
+    requires(!Clock<Output>)
+      : StepCounterHook(std::move(options), std::move(clock), std::move(output)) {}
 
   void begin() {
     if constexpr (requires { output_.open(options_); }) output_.open(options_);
@@ -142,10 +97,10 @@ class StepCounterHook {
     // Without global_step() after_create_session has reported the mistake; say it once.
     if constexpr (HasGlobalStep<std::remove_cvref_t<decltype(run_context.session())>>) {
       const auto global_step = static_cast<std::int64_t>(run_context.session().global_step());
+      if (global_step <= last_global_step_) [[unlikely]]
+        not_increased(global_step);
       if (global_step >= next_check_) [[unlikely]]
         check(global_step);
-      if (global_step == last_global_step_) [[unlikely]]
-        warn_not_increased(global_step);
       last_global_step_ = global_step;
     }
   }
@@ -170,9 +125,9 @@ class StepCounterHook {
     if (options.every_n_steps && *options.every_n_steps < 1)
       throw std::invalid_argument("every_n_steps must be at least 1, got " +
                                   std::to_string(*options.every_n_steps) + ".");
-    if (options.every_n_secs && !(*options.every_n_secs > 0.0))
-      throw std::invalid_argument("every_n_secs must be positive, got " +
-                                  std::to_string(*options.every_n_secs) + ".");
+    if (options.every_n_secs)
+      detail::checked_secs("StepCounterOptions::every_n_secs", *options.every_n_secs, 0.0,
+                           /*min_exclusive=*/true);
     return options;
   }
 
@@ -184,8 +139,9 @@ class StepCounterHook {
         output_.record(options_.tag, static_cast<double>(*elapsed.steps) / *elapsed.secs,
                        global_step);
     }
-    next_check_ = options_.every_n_steps ? *timer_.last_triggered_step() + *options_.every_n_steps
-                                         : global_step + stride(global_step);
+    next_check_ = options_.every_n_steps
+                      ? detail::saturating_add(*timer_.last_triggered_step(), *options_.every_n_steps)
+                      : detail::saturating_add(global_step, stride(global_step));
   }
 
   // Global steps until the next clock read in every_n_secs mode, from the rate since the last
@@ -198,8 +154,9 @@ class StepCounterHook {
                           (now - last_read_time_);
       const double wanted = rate * *options_.every_n_secs / samples_per_period;
       // Grow at most fourfold per read, so a burst of fast steps cannot overshoot a period.
-      const double capped = std::min(wanted, 4.0 * static_cast<double>(last_stride_));
-      steps = capped >= 1.0 ? static_cast<std::int64_t>(capped) : 1;
+      const double most = 4.0 * static_cast<double>(last_stride_);
+      const double capped = wanted < most ? wanted : most;
+      steps = capped >= 1.0 ? static_cast<std::int64_t>(capped < 1e18 ? capped : 1e18) : 1;
     }
     last_read_time_ = now;
     last_read_step_ = global_step;
@@ -207,7 +164,21 @@ class StepCounterHook {
     return steps;
   }
 
-  [[gnu::noinline]] void warn_not_increased(std::int64_t global_step) {
+  // The global step stood still or went back. Back: re-base the measurement on the new step
+  // (the first trigger after it records nothing, exactly like the first trigger of all).
+  [[gnu::noinline]] void not_increased(std::int64_t global_step) {
+    if (global_step == last_global_step_) return warn_not_increased(global_step);
+    log(Severity::warning, "StepCounterHook: global step went back from " +
+                               std::to_string(last_global_step_) + " to " +
+                               std::to_string(global_step) +
+                               " (a recovery restored an older state?); measuring from there.");
+    timer_.reset();
+    next_check_ = none;
+    last_read_step_ = none;
+    last_stride_ = 1;
+  }
+
+  void warn_not_increased(std::int64_t global_step) {
     if (warnings_ >= max_warnings) return;
     ++warnings_;
     const std::string value = std::to_string(global_step);

@@ -1,18 +1,41 @@
 // StopAtStepHook: requests a stop once the global step reaches a last step.
 #pragma once
 
+#include <runhooks/detail/config.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include <runhooks/concepts.hpp>
+#include <runhooks/detail/checked.hpp>
 
 namespace runhooks {
 
 struct StopAtStepOptions {
   std::optional<std::int64_t> num_steps{};  // counted from the global step at the first session
   std::optional<std::int64_t> last_step{};
+
+  // Exactly one of the two (TensorFlow's errors), and num_steps at least 0: std::invalid_argument,
+  // or a compile error when the options are constexpr.
+  constexpr const StopAtStepOptions& validate() const {
+    if (!num_steps && !last_step) {
+      if (std::is_constant_evaluated()) throw "One of num_steps or last_step must be specified.";
+      throw std::invalid_argument("One of num_steps or last_step must be specified.");
+    }
+    if (num_steps && last_step) {
+      if (std::is_constant_evaluated()) throw "Only one of num_steps or last_step can be specified.";
+      throw std::invalid_argument("Only one of num_steps or last_step can be specified.");
+    }
+    if (num_steps && *num_steps < 0) {
+      if (std::is_constant_evaluated()) throw "runhooks: StopAtStepOptions::num_steps must be at least 0";
+      throw std::invalid_argument("runhooks: StopAtStepOptions::num_steps must be at least 0, got " +
+                                  std::to_string(*num_steps) + ".");
+    }
+    return *this;
+  }
 };
 
 // Stops once the global step after a run is at least the last step. With num_steps, the last
@@ -22,14 +45,9 @@ struct StopAtStepOptions {
 // after the step, never stale.
 class StopAtStepHook {
  public:
-  explicit StopAtStepHook(StopAtStepOptions options)
-      : last_step_(options.last_step.value_or(0)), num_steps_(options.num_steps.value_or(0)),
-        pending_(!options.last_step) {
-    if (!options.num_steps && !options.last_step)
-      throw std::invalid_argument("One of num_steps or last_step must be specified.");
-    if (options.num_steps && options.last_step)
-      throw std::invalid_argument("Only one of num_steps or last_step can be specified.");
-  }
+  constexpr explicit StopAtStepHook(StopAtStepOptions options)
+      : last_step_(options.validate().last_step.value_or(0)),
+        num_steps_(options.num_steps.value_or(0)), pending_(!options.last_step) {}
 
   template <class Backend>
   void after_create_session(Backend& session) {
@@ -38,7 +56,9 @@ class StopAtStepHook {
                   "const`; the backend type is named in this instantiation.");
     if constexpr (HasGlobalStep<Backend>) {
       if (pending_) {
-        last_step_ = static_cast<std::int64_t>(session.global_step()) + num_steps_;
+        // Saturates: num_steps = INT64_MAX means "never", not a wrapped-around negative step.
+        last_step_ =
+            detail::saturating_add(static_cast<std::int64_t>(session.global_step()), num_steps_);
         pending_ = false;
       }
     }

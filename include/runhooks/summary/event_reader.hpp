@@ -2,6 +2,8 @@
 // record's framing and CRCs, so users and tests can verify what a writer produced.
 #pragma once
 
+#include <runhooks/detail/config.hpp>
+
 #include <runhooks/detail/crc32c.hpp>
 
 #include <bit>

@@ -2,6 +2,8 @@
 // that TensorBoard reads.
 #pragma once
 
+#include <runhooks/detail/config.hpp>
+
 #include <runhooks/detail/crc32c.hpp>
 #include <runhooks/log.hpp>
 

@@ -1,0 +1,38 @@
+// SummaryOutput: StepCounterHook's rates as TensorBoard scalars, as TensorFlow's output_dir.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string_view>
+
+#include <runhooks/detail/config.hpp>
+#include <runhooks/hooks/step_counter_hook.hpp>
+#include <runhooks/summary/event_writer.hpp>
+
+namespace runhooks {
+
+// What TensorFlow's StepCounterHook does with an output_dir: the log line, and a scalar in a
+// TensorBoard event file under output_dir, flushed after each one:
+//   runhooks::StepCounterHook({.every_n_steps = 100}, runhooks::SummaryOutput("logs"))
+// Copies share one event file. What happens on a write failure is EventFileWriter's rule
+// (<runhooks/summary/event_writer.hpp>).
+class SummaryOutput {
+ public:
+  explicit SummaryOutput(const std::filesystem::path& output_dir, bool log_line = true)
+      : writer_(std::make_shared<EventFileWriter>(output_dir)), log_line_(log_line) {}
+
+  void record(std::string_view tag, double steps_per_sec, std::int64_t global_step) {
+    if (log_line_) LogOutput{}.record(tag, steps_per_sec, global_step);
+    writer_->add_scalar(tag, static_cast<float>(steps_per_sec), global_step);
+    writer_->flush();
+  }
+
+  EventFileWriter& writer() noexcept { return *writer_; }
+
+ private:
+  std::shared_ptr<EventFileWriter> writer_;
+  bool log_line_;
+};
+
+}  // namespace runhooks
