@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <stop_token>
 #include <string>
@@ -393,4 +394,33 @@ TEST_CASE("SharedGlobalStep: wait returns the value, at a target, a stop or a de
   CHECK(shared.increment(3) == 8);
   shared.store(20);
   CHECK(shared.load() == 20);
+}
+
+TEST_CASE("defect 5: GlobalStepWaiterOptions are validated, naming the option and the value") {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (double bad : {0.0, -0.5, nan, inf, 1e300}) {
+    INFO(bad);
+    CHECK_THROWS_AS(GlobalStepWaiterHook<ManualClock>(10, {.poll_interval_secs = bad}),
+                    std::invalid_argument);
+  }
+  for (double bad : {-0.5, nan, inf, 1e300}) {
+    INFO(bad);
+    CHECK_THROWS_AS(GlobalStepWaiterHook<ManualClock>(10, {.timeout_secs = bad}),
+                    std::invalid_argument);
+  }
+  CHECK_THROWS_WITH_AS(GlobalStepWaiterHook<ManualClock>(10, {.poll_interval_secs = nan}),
+                       "runhooks: GlobalStepWaiterOptions::poll_interval_secs must be a number of "
+                       "seconds greater than 0 and at most 1e+09, got nan.",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(GlobalStepWaiterHook<ManualClock>(10, {.timeout_secs = -1}),
+                       "runhooks: GlobalStepWaiterOptions::timeout_secs must be a number of "
+                       "seconds at least 0 and at most 1e+09, got -1.",
+                       std::invalid_argument);
+  // A zero timeout is a valid "do not wait at all".
+  StepBackend backend;
+  GlobalStepWaiterHook<ManualClock> hook(10, {.timeout_secs = 0.0});
+  CHECK_THROWS_AS(call_before_run(hook, backend), runhooks::DeadlineExceededError);
+  // Constant options are checked at compile time (tests/compile_fail/waiter_options_constexpr.cpp).
+  static_assert((runhooks::GlobalStepWaiterOptions{.poll_interval_secs = 0.25}.validate(), true));
 }

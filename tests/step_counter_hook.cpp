@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <random>
 #include <regex>
@@ -464,4 +465,99 @@ TEST_CASE("every_n_steps reads the clock only when it triggers") {
   session.close();
   CHECK(steps_of(summaries).size() == 9);
   CHECK(*counting.reads == 10);  // triggers at 1, 101, ..., 901
+}
+
+// --- issue 9: limits and a global step that goes back ---------------------------------------
+
+TEST_CASE("defect 4: every_n_steps = INT64_MAX reports never, not every step") {
+  ManualClock clock;
+  const auto summaries =
+      run_counter({.every_n_steps = std::numeric_limits<std::int64_t>::max()},
+                  {.clock = clock, .secs_per_run = 0.01}, 50);
+  CHECK(summaries.empty());
+}
+
+TEST_CASE("defect 4: a global step near INT64_MAX reports every n steps, not every step") {
+  ManualClock clock;
+  constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  const auto summaries =
+      run_counter({.every_n_steps = 10},
+                  {.clock = clock, .secs_per_run = 0.01, .step = max - 45}, 45);
+  // First trigger at max - 44 (records nothing), then every 10: max - 34, -24, -14, -4.
+  CHECK(steps_of(summaries) == std::vector<std::int64_t>{max - 34, max - 24, max - 14, max - 4});
+  for (const Summary& s : summaries) CHECK(s.steps_per_sec == doctest::Approx(100.0));
+}
+
+TEST_CASE("defect 4: every_n_secs at a global step near INT64_MAX keeps sampling without overflow") {
+  ManualClock clock;
+  constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  const auto summaries = run_counter({.every_n_secs = 0.1},
+                                     {.clock = clock, .secs_per_run = 0.01, .step = max - 100}, 100);
+  REQUIRE(summaries.size() >= 8);
+  for (const Summary& s : summaries) CHECK(s.steps_per_sec == doctest::Approx(100.0));
+}
+
+// A backend whose global step goes back once, as a recovery that restores an older state does.
+struct GoesBackBackend {
+  ManualClock clock;
+  double secs_per_run = 0.1;
+  std::int64_t back_at_run = 0;  // the run after which the step drops
+  std::int64_t back_to = 0;
+  std::int64_t step = 0;
+  std::int64_t runs = 0;
+  void run() {
+    clock.advance(secs_per_run);
+    ++runs;
+    step = runs == back_at_run ? back_to : step + 1;
+  }
+  std::int64_t global_step() const { return step; }
+};
+
+TEST_CASE("defect 6: every_n_secs keeps reporting on time after the global step goes back, and says so once") {
+  const LogCapture log;
+  ManualClock clock;
+  std::vector<Summary> summaries;
+  runhooks::MonitoredSession session(
+      GoesBackBackend{.clock = clock, .back_at_run = 500, .back_to = 10},
+      StepCounterHook({.every_n_secs = 1.0}, clock, recorder(summaries, clock)));
+  for (int i = 0; i < 1000; ++i) session.run();
+  session.close();
+  // 10 steps per second before and after; one report per second, never silent, never negative.
+  std::vector<double> times;
+  for (const Summary& s : summaries) {
+    CHECK(s.steps_per_sec == doctest::Approx(10.0).epsilon(0.2));
+    times.push_back(s.time);
+  }
+  for (std::size_t i = 1; i < times.size(); ++i) CHECK(times[i] - times[i - 1] <= 2.05);
+  CHECK(summaries.size() >= 95);
+  CHECK(log.lines(Severity::warning) ==
+        std::vector<std::string>{"StepCounterHook: global step went back from 499 to 10 (a "
+                                 "recovery restored an older state?); measuring from there."});
+}
+
+TEST_CASE("defect 6: every_n_steps re-bases on the step that went back, instead of waiting for the old one") {
+  const LogCapture log;
+  ManualClock clock;
+  std::vector<Summary> summaries;
+  runhooks::MonitoredSession session(
+      GoesBackBackend{.clock = clock, .back_at_run = 55, .back_to = 5},
+      StepCounterHook({.every_n_steps = 10}, clock, recorder(summaries, clock)));
+  for (int i = 0; i < 80; ++i) session.run();
+  session.close();
+  // 1 (first), 11 ... 51; back at run 55 to 5 (re-based, records nothing); then 15, 25.
+  CHECK(steps_of(summaries) == std::vector<std::int64_t>{11, 21, 31, 41, 51, 15, 25});
+  for (const Summary& s : summaries) CHECK(s.steps_per_sec == doctest::Approx(10.0));
+  CHECK(log.lines(Severity::warning).size() == 1);
+}
+
+TEST_CASE("defect 5/8: every_n_secs is validated: zero, negative, NaN, infinite, huge") {
+  for (double bad : {0.0, -1.0, std::numeric_limits<double>::quiet_NaN(),
+                     std::numeric_limits<double>::infinity(), 1e300}) {
+    INFO(bad);
+    CHECK_THROWS_AS(StepCounterHook<ManualClock>({.every_n_secs = bad}), std::invalid_argument);
+  }
+  CHECK_THROWS_WITH_AS(StepCounterHook<ManualClock>({.every_n_secs = -2.5}),
+                       "runhooks: StepCounterOptions::every_n_secs must be a number of seconds "
+                       "greater than 0 and at most 1e+09, got -2.5.",
+                       std::invalid_argument);
 }

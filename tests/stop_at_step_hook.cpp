@@ -13,6 +13,8 @@
 
 #include <doctest/doctest.h>
 
+#include <limits>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -313,4 +315,24 @@ TEST_CASE("StopAtStepHook: the per-step state is the last step and the pending f
     bool pending;
   };
   static_assert(sizeof(StopAtStepHook) == sizeof(Expected));
+}
+
+TEST_CASE("defect 4: num_steps = INT64_MAX saturates: the session does not stop after one step") {
+  struct Counter {
+    std::int64_t step = 5;
+    void run() { ++step; }
+    std::int64_t global_step() const { return step; }
+  };
+  runhooks::MonitoredSession session{
+      Counter{}, runhooks::StopAtStepHook({.num_steps = std::numeric_limits<std::int64_t>::max()})};
+  for (int i = 0; i < 100 && !session.should_stop(); ++i) session.run();
+  CHECK_FALSE(session.should_stop());
+  CHECK(session.hook<0>().last_step() == std::numeric_limits<std::int64_t>::max());
+  CHECK(session.raw_session().step == 105);
+}
+
+TEST_CASE("StopAtStepOptions: a negative num_steps is rejected, naming the value") {
+  CHECK_THROWS_WITH_AS(runhooks::StopAtStepHook({.num_steps = -3}),
+                       "runhooks: StopAtStepOptions::num_steps must be at least 0, got -3.",
+                       std::invalid_argument);
 }

@@ -8,6 +8,7 @@
 #include <concepts>
 #include <cstdint>
 #include <functional>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -109,6 +110,17 @@ concept HasAfterRun = requires(H& h, Ctx& ctx, const Values& values) {
 
 template <class H, class B>
 concept HasEnd = requires(H& h, B& b) { h.end(b); };
+
+// A hook that times the others (ProfilerHook). Before each step the session asks it whether to
+// time this step; only then does it read the steady clock around every hook callback, the
+// backend's step and its fetches, and report each as a span in seconds. A silent step costs
+// the one call to profile_this_step(). At most one per session.
+template <class H>
+concept StepProfiler =
+    requires(H& h, std::string_view who, std::string_view what, double secs) {
+      { h.profile_this_step() } -> std::convertible_to<bool>;
+      h.record_span(who, what, secs, secs);
+    };
 
 namespace detail {
 

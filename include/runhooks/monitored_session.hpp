@@ -9,6 +9,7 @@
 #include <boost/hana/at.hpp>
 #include <boost/hana/unpack.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <exception>
 #include <optional>
@@ -21,6 +22,7 @@
 #include <runhooks/detail/coordinator_slot.hpp>
 #include <runhooks/detail/hook_checks.hpp>
 #include <runhooks/detail/sleep.hpp>
+#include <runhooks/detail/type_name.hpp>
 #include <runhooks/detail/type_list.hpp>
 #include <runhooks/error.hpp>
 #include <runhooks/log.hpp>
@@ -169,6 +171,8 @@ class BasicMonitoredSession {
                 "runhooks: the backend needs a `void run()` member that runs one step. The "
                 "backend type is named in this instantiation of MonitoredSession.");
   static_assert((... && detail::check_hook<detail::unwrap_hook_t<Hooks>, backend_type>::value));
+  static_assert((0 + ... + StepProfiler<detail::unwrap_hook_t<Hooks>>) <= 1,
+                "runhooks: a session takes at most one profiling hook (ProfilerHook).");
 
   // TensorFlow's construction order: every begin(), then the backend, then every
   // after_create_session().
@@ -229,7 +233,7 @@ class BasicMonitoredSession {
   auto run(const SessionRunArgs<Items...>& args) {
     if (state_.attention && state_.stop) [[unlikely]]
       refuse_run();
-    return with_recovery([&] { return run_hooked(args); });
+    return with_recovery([&] { return run_step(args); });
   }
   void run() { run(empty_args_); }
 
@@ -438,21 +442,70 @@ class BasicMonitoredSession {
     return found;
   }
 
+  static constexpr std::size_t profiler_index =
+      detail::index_of<std::true_type,
+                       std::bool_constant<StepProfiler<detail::unwrap_hook_t<Hooks>>>...>;
+
+  // One hooked step, timed span by span when the session has a profiling hook that asks for it.
   template <class CallerArgs>
+  auto run_step(const CallerArgs& args) {
+    if constexpr (profiler_index != detail::npos) {
+      if (hook<profiler_index>().profile_this_step()) [[unlikely]]
+        return run_hooked<true>(args);
+    }
+    return run_hooked<false>(args);
+  }
+
+  static double steady_secs() noexcept {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
+  // f(), and, in a profiled step, its span reported to the profiling hook.
+  template <bool Profiled, class F>
+  decltype(auto) timed([[maybe_unused]] std::string_view who,
+                       [[maybe_unused]] std::string_view what, F&& f) {
+    if constexpr (!Profiled) {
+      return f();
+    } else {
+      const double begin = steady_secs();
+      if constexpr (std::is_void_v<decltype(f())>) {
+        f();
+        hook<profiler_index>().record_span(who, what, begin, steady_secs());
+      } else {
+        decltype(auto) result = f();
+        hook<profiler_index>().record_span(who, what, begin, steady_secs());
+        return result;
+      }
+    }
+  }
+
+  template <bool Profiled, class Ctx, class Stored>
+  auto before_run_of(Stored& stored, Ctx& ctx) {
+    using Hook = std::remove_cvref_t<decltype(detail::unwrap(stored))>;
+    if constexpr (Profiled && HasBeforeRun<Hook, Ctx>)
+      return timed<true>(detail::type_name<Hook>(), "before_run",
+                         [&] { return call_before_run(detail::unwrap(stored), ctx); });
+    else
+      return call_before_run(detail::unwrap(stored), ctx);
+  }
+
+  template <bool Profiled, class CallerArgs>
   auto run_hooked(const CallerArgs& args) {
     using Ctx = SessionRunContext<backend_type, CallerArgs>;
     Ctx ctx(args, slot_.get());
     // Braced initialization runs the before_run calls left to right, in declaration order.
     auto requests = boost::hana::unpack(hooks_, [&](auto&... stored) {
-      return boost::hana::basic_tuple<decltype(call_before_run(detail::unwrap(stored), ctx))...>{
-          call_before_run(detail::unwrap(stored), ctx)...};
+      return boost::hana::basic_tuple<decltype(before_run_of<Profiled>(stored, ctx))...>{
+          before_run_of<Profiled>(stored, ctx)...};
     });
     check_merged_shape<CallerArgs, decltype(requests)>(
         std::make_index_sequence<sizeof...(Hooks)>{});
 
     boost::hana::for_each(requests, [&](const auto& request) { feed(request); });
     feed(args);
-    slot_.get().run();
+    timed<Profiled>(detail::type_name<backend_type>(), "run", [&] { slot_.get().run(); });
+    ctx.step_ran();
 
     // Every fetch reads the state the step left, before any after_run can change it.
     // Keyed by the caller's fetches only: run() returns one type whatever it feeds.
@@ -460,6 +513,7 @@ class BasicMonitoredSession {
     auto values = boost::hana::unpack(requests, [](const auto&... request) {
       return boost::hana::basic_tuple<SessionRunValues<std::remove_cvref_t<decltype(request)>>...>{};
     });
+    timed<Profiled>(detail::type_name<backend_type>(), "fetch", [&] {
     fetch_once(boost::hana::unpack(requests,
                                    [&](const auto&... request) {
                                      return boost::hana::basic_tuple<
@@ -475,7 +529,8 @@ class BasicMonitoredSession {
                                          &caller_values, &hook_values...};
                                    }),
                std::make_index_sequence<sizeof...(Hooks) + 1>{});
-    call_after_run(ctx, values, std::make_index_sequence<sizeof...(Hooks)>{});
+    });
+    call_after_run<Profiled>(ctx, values, std::make_index_sequence<sizeof...(Hooks)>{});
     if (ctx.stop_requested()) [[unlikely]]
       state_.set_stop();
 
@@ -485,12 +540,21 @@ class BasicMonitoredSession {
       return;
   }
 
-  template <class Ctx, class Values, std::size_t... I>
-  void call_after_run(Ctx& ctx, Values& values,
-                      std::index_sequence<I...>) {
-    (call_after_run_one(detail::unwrap(boost::hana::at_c<I>(hooks_)), ctx,
-                        boost::hana::at_c<I>(values)),
-     ...);
+  template <bool Profiled, class Ctx, class Values, std::size_t... I>
+  void call_after_run(Ctx& ctx, Values& values, std::index_sequence<I...>) {
+    (
+        [&] {
+          auto& hook = detail::unwrap(boost::hana::at_c<I>(hooks_));
+          using Hook = std::remove_cvref_t<decltype(hook)>;
+          using HookValues = std::remove_cvref_t<decltype(boost::hana::at_c<I>(values))>;
+          if constexpr (Profiled && HasAfterRun<Hook, Ctx, HookValues>)
+            timed<true>(detail::type_name<Hook>(), "after_run", [&] {
+              call_after_run_one(hook, ctx, boost::hana::at_c<I>(values));
+            });
+          else
+            call_after_run_one(hook, ctx, boost::hana::at_c<I>(values));
+        }(),
+        ...);
   }
 
   template <class Hook, class Ctx, class HookValues>
@@ -722,7 +786,7 @@ class StepContext {
   auto run_with_hooks(const SessionRunArgs<Items...>& args) {
     if (session_->state_.attention && session_->state_.stop) [[unlikely]]
       session_->refuse_run();
-    return session_->run_hooked(args);
+    return session_->run_step(args);
   }
   void run_with_hooks() { run_with_hooks(SessionRunArgs<>{}); }
 

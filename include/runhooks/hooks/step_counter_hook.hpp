@@ -17,6 +17,7 @@
 #include <runhooks/clock.hpp>
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/checked.hpp>
+#include <runhooks/session_run_context.hpp>
 #include <runhooks/hooks/second_or_step_timer.hpp>
 #include <runhooks/log.hpp>
 
@@ -96,7 +97,7 @@ class StepCounterHook {
   void after_run(Ctx& run_context, const Values&) {
     // Without global_step() after_create_session has reported the mistake; say it once.
     if constexpr (HasGlobalStep<std::remove_cvref_t<decltype(run_context.session())>>) {
-      const auto global_step = static_cast<std::int64_t>(run_context.session().global_step());
+      const std::int64_t global_step = detail::global_step_of(run_context);
       if (global_step <= last_global_step_) [[unlikely]]
         not_increased(global_step);
       if (global_step >= next_check_) [[unlikely]]

@@ -11,6 +11,7 @@
 
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/checked.hpp>
+#include <runhooks/session_run_context.hpp>
 
 namespace runhooks {
 
@@ -68,7 +69,7 @@ class StopAtStepHook {
   void after_run(Ctx& run_context, const Values&) const {
     // Without global_step() after_create_session has reported the mistake; say it once.
     if constexpr (HasGlobalStep<std::remove_cvref_t<decltype(run_context.session())>>)
-      if (static_cast<std::int64_t>(run_context.session().global_step()) >= last_step_)
+      if (detail::global_step_of(run_context) >= last_step_)
           [[unlikely]]
         run_context.request_stop();
   }
