@@ -6,6 +6,7 @@
 #include <utility>
 
 #include <runhooks/concepts.hpp>
+#include <runhooks/detail/near_miss.hpp>
 #include <runhooks/detail/type_list.hpp>
 #include <runhooks/session_run_args.hpp>
 
@@ -13,9 +14,12 @@ namespace runhooks::detail {
 
 // Named bools rather than the concepts themselves: both compilers then print
 // `defines_a_hook_point<UserType>` in the failed requirement, and skip the concept's notes.
-// A final type cannot be probed; is_not_final reports it, so it counts as defining one here.
+// A final type cannot be probed; is_not_final reports it, so it counts as defining one here,
+// as does a type with a misspelt point, which check_near_misses names.
 template <class Hook>
-inline constexpr bool defines_a_hook_point = std::is_final_v<Hook> || names_any_hook_point<Hook>;
+inline constexpr bool defines_a_hook_point =
+    std::is_final_v<Hook> || names_any_hook_point<Hook> || near_misses_of<Hook>.any ||
+    StepProfiler<Hook>;
 template <class Hook>
 inline constexpr bool is_not_final = !std::is_final_v<Hook>;
 
@@ -28,6 +32,7 @@ struct check_hook {
                 "member named like a hook point, so that none that does not fit is skipped. "
                 "Remove `final` from the hook type (the argument of "
                 "runhooks::detail::is_not_final).");
+  static_assert(check_near_misses<Hook>::value);
   static_assert(defines_a_hook_point<Hook>,
                 "runhooks: this type is not a hook: it defines none of begin(), "
                 "after_create_session(session[, coord]), before_run(run_context), "
