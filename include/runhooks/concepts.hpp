@@ -7,7 +7,6 @@
 
 #include <concepts>
 #include <cstdint>
-#include <functional>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -149,25 +148,17 @@ template <class H>
 concept names_any_hook_point = names_begin<H> || names_after_create_session<H> ||
                                names_before_run<H> || names_after_run<H> || names_end<H>;
 
-// Hooks are held by value; std::ref(hook) holds a reference to a hook the caller keeps.
+// Hooks are held by value; std::ref(hook) holds a reference to a hook the caller keeps. Spelled
+// with <type_traits>' unwrap_reference (C++20), so that the core need not include <functional>.
 template <class H>
-struct unwrap_hook {
-  using type = H;
-};
-template <class H>
-struct unwrap_hook<std::reference_wrapper<H>> {
-  using type = H;
-};
-template <class H>
-using unwrap_hook_t = typename unwrap_hook<H>::type;
+using unwrap_hook_t = std::remove_reference_t<std::unwrap_reference_t<H>>;
 
 template <class H>
-constexpr H& unwrap(H& h) noexcept {
-  return h;
-}
-template <class H>
-constexpr H& unwrap(std::reference_wrapper<H>& h) noexcept {
-  return h.get();
+constexpr unwrap_hook_t<H>& unwrap(H& h) noexcept {
+  if constexpr (std::is_same_v<std::unwrap_reference_t<H>, H>)
+    return h;
+  else
+    return h.get();
 }
 
 }  // namespace detail
