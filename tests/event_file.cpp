@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <new>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -107,9 +109,6 @@ TEST_CASE("crc32c matches the published check values") {
   }
   CHECK(runhooks::detail::crc32c(bytes) == 0x113FDB5CU);
   CHECK(runhooks::detail::crc32c("") == 0U);
-
-  static_assert(runhooks::detail::crc32c_extend(runhooks::detail::crc32c("1234"), "56789") ==
-         runhooks::detail::crc32c("123456789"));
 }
 
 TEST_CASE("masked crc32c is TensorFlow's") {
@@ -266,6 +265,189 @@ TEST_CASE("read_event_file rejects corrupt and truncated records, naming the off
   write_bytes(path, runhooks::detail::frame_record(event));
   CHECK_THROWS_WITH_AS(runhooks::read_event_file(path), doctest::Contains("malformed Event"),
              std::runtime_error);
+}
+
+namespace {
+
+// A TFRecord header for `length`: the length and its masked CRC, valid whatever the length.
+std::string record_header(std::uint64_t length) {
+  std::string header;
+  runhooks::detail::put_little_endian(header, length, 8);
+  runhooks::detail::put_little_endian(
+    header, runhooks::detail::masked_crc32c(runhooks::detail::crc32c(header)), 4);
+  return header;
+}
+
+// Reads `bytes` from memory, from a stream and from a file; each must throw EventFileError at
+// `offset` with a message that says `what` and names the source.
+void check_rejected(std::string_view bytes, std::uint64_t offset, const std::string& what) {
+  const std::string expected = "record at offset " + std::to_string(offset) + ": " + what;
+  const auto check = [&](auto read, const std::string& source) {
+    try {
+      read();
+      FAIL("read without error: ", expected);
+    } catch (const runhooks::EventFileError& error) {
+      CHECK(error.offset() == offset);
+      CHECK_MESSAGE(std::string_view(error.what()).find(expected) != std::string_view::npos,
+              error.what());
+      CHECK_MESSAGE(std::string_view(error.what()).find(source) != std::string_view::npos,
+              error.what());
+    }
+  };
+  check([&] { return runhooks::parse_events(bytes, "in-memory bytes"); }, "in-memory bytes");
+  std::istringstream stream{std::string(bytes)};
+  check([&] { return runhooks::read_events(stream, "a stream"); }, "a stream");
+  const TempDir dir;
+  const fs::path path = dir.path() / "events.out.tfevents.bad";
+  write_bytes(path, bytes);
+  check([&] { return runhooks::read_event_file(path); }, path.string());
+}
+
+// The largest single allocation made through operator new since the last reset. A reader that
+// took a length field at its word would ask for that many bytes.
+std::atomic<std::size_t> largest_allocation{0};
+
+void note_allocation(std::size_t size) noexcept {
+  std::size_t seen = largest_allocation.load(std::memory_order_relaxed);
+  while (size > seen && !largest_allocation.compare_exchange_weak(seen, size)) {
+  }
+}
+
+}  // namespace
+
+void* operator new(std::size_t size) {
+  note_allocation(size);
+  if (void* p = std::malloc(size == 0 ? 1 : size)) {
+    return p;
+  }
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t size) { return operator new(size); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+// Regression tests for what the fuzzer (tests/fuzz/event_reader_fuzz.cpp) probes: each
+// malformed input is one EventFileError naming the record's offset and what is wrong, the same
+// from memory, a stream and a file.
+TEST_CASE("reader: truncated header, data and data CRC") {
+  const std::string good = runhooks::detail::frame_record(
+    runhooks::detail::encode_file_version_event(1700000000.0, "brain.Event:2", "runhooks"));
+  const std::string scalar = runhooks::detail::frame_record(
+    runhooks::detail::encode_scalar_event(1700000000.0, 1, "loss", 1.0F));
+  check_rejected(std::string_view(good).substr(0, 5), 0, "truncated header (5 of 12 bytes)");
+  check_rejected(good + scalar.substr(0, 11), good.size(),
+           "truncated header (11 of 12 bytes)");
+  check_rejected(good + record_header(100) + std::string(40, 'x'), good.size(),
+           "truncated data (the header says 100 bytes, 40 follow)");
+  check_rejected(good + scalar.substr(0, scalar.size() - 2), good.size(),
+           "truncated data CRC (2 of 4 bytes)");
+  check_rejected(good + record_header(0), good.size(), "truncated data CRC (0 of 4 bytes)");
+}
+
+TEST_CASE("reader: bad length CRC and bad data CRC give both CRCs") {
+  const std::string good = runhooks::detail::frame_record(
+    runhooks::detail::encode_scalar_event(1700000000.0, 1, "loss", 1.0F));
+  std::string bad_length = good;
+  bad_length[8] = static_cast<char>(bad_length[8] ^ 0x10);
+  check_rejected(bad_length, 0, "length CRC mismatch (stored 0x");
+  std::string bad_data = good;
+  bad_data[13] = static_cast<char>(bad_data[13] ^ 0x10);
+  check_rejected(bad_data, 0, "data CRC mismatch (stored 0x");
+  std::string second_bad = good + good;
+  second_bad.back() = static_cast<char>(second_bad.back() ^ 0x01);
+  check_rejected(second_bad, good.size(), "data CRC mismatch");
+}
+
+TEST_CASE("reader: a huge length field allocates no more than the bytes that follow") {
+  const std::string good = runhooks::detail::frame_record(
+    runhooks::detail::encode_scalar_event(1700000000.0, 1, "loss", 1.0F));
+  for (const std::uint64_t length : {std::uint64_t{1} << 33, std::uint64_t{1} << 62, ~std::uint64_t{0}}) {
+    CAPTURE(length);
+    const std::string bytes = good + record_header(length) + "abc";
+    largest_allocation = 0;
+    check_rejected(bytes, good.size(),
+             "truncated data (the header says " + std::to_string(length) + " bytes, 3 follow)");
+    CHECK(largest_allocation.load() < (std::size_t{1} << 20));
+  }
+}
+
+TEST_CASE("reader: garbage protobuf inside valid framing is a malformed Event") {
+  const auto framed = [](std::string_view event) { return runhooks::detail::frame_record(event); };
+  check_rejected(framed(std::string(12, '\xff')), 0, "malformed Event: varint longer than 10 bytes");
+  check_rejected(framed(bytes_of({0x07, 0x00})), 0, "malformed Event: invalid field number 0");
+  check_rejected(framed(bytes_of({0xf8, 0xff, 0xff, 0xff, 0x7f, 0x00})), 0,
+           "malformed Event: invalid field number 4294967295");
+  check_rejected(framed(bytes_of({0x0f, 0x00})), 0, "malformed Event: invalid wire type 7 in field 1");
+  check_rejected(framed(bytes_of({0x1b, 0x1c})), 0,
+           "malformed Event: group (wire type 3) in field 3: not supported");
+  check_rejected(framed(bytes_of({0x09, 0x00, 0x00, 0x00})), 0,
+           "malformed Event: message ends inside a field");
+  // The largest field number protobuf allows is skipped like any unknown field.
+  CHECK(runhooks::parse_events(framed(bytes_of({0xf8, 0xff, 0xff, 0xff, 0x0f, 0x00}))).size() == 1);
+}
+
+TEST_CASE("reader: varint overflow") {
+  // Eleven bytes: longer than any 64-bit varint.
+  check_rejected(runhooks::detail::frame_record(
+             bytes_of({0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})),
+           0, "malformed Event: varint longer than 10 bytes");
+  // Ten bytes whose last one carries bits past the 64th: dropped, as protobuf (C++ and upb,
+  // TensorBoard's parser) drops them, so both read step -1.
+  const auto events = runhooks::parse_events(runhooks::detail::frame_record(
+    bytes_of({0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f})));
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].step == -1);
+}
+
+TEST_CASE("reader: a nested length beyond its message") {
+  // Event.summary of 4 bytes holding a Summary.Value that claims 100.
+  check_rejected(runhooks::detail::frame_record(bytes_of({0x2a, 0x04, 0x0a, 0x64, 0x0a, 0x00})), 0,
+           "malformed Event: length-delimited field of 100 bytes runs past the end of its "
+           "message (2 bytes left)");
+  // A Summary.Value whose tag claims more than the value holds.
+  check_rejected(runhooks::detail::frame_record(bytes_of({0x2a, 0x04, 0x0a, 0x02, 0x0a, 0x05})), 0,
+           "malformed Event: length-delimited field of 5 bytes runs past the end of its "
+           "message (0 bytes left)");
+  // source_metadata likewise.
+  check_rejected(runhooks::detail::frame_record(bytes_of({0x52, 0x02, 0x0a, 0x01})), 0,
+           "malformed Event: length-delimited field of 1 bytes runs past the end of its "
+           "message (0 bytes left)");
+}
+
+TEST_CASE("read_events reads a stream from where it stands; parse_events reads memory") {
+  const TempDir dir;
+  fs::path path;
+  {
+    EventFileWriter writer(dir.path(), scripted_clock({1700000000000}));
+    writer.add_scalar("global_step/sec", 5.0F, 100);
+    writer.add_scalar("global_step/sec", 6.0F, 200);
+    path = writer.path();
+  }
+  const std::string bytes = read_bytes(path);
+  const auto all = runhooks::read_event_file(path);
+  REQUIRE(all.size() == 3);
+  CHECK(runhooks::parse_events(bytes) == all);
+
+  std::istringstream stream(bytes);
+  const std::size_t first = 16 + static_cast<std::size_t>(static_cast<std::uint8_t>(bytes[0]));
+  stream.seekg(static_cast<std::streamoff>(first));
+  CHECK(runhooks::read_events(stream) == std::vector<Event>(all.begin() + 1, all.end()));
+
+  // Offsets in errors count from where the stream stood.
+  std::string cut = bytes.substr(0, bytes.size() - 1);
+  std::istringstream cut_stream(cut);
+  cut_stream.seekg(static_cast<std::streamoff>(first));
+  try {
+    runhooks::read_events(cut_stream, "the cut stream");
+    FAIL("a cut stream was read");
+  } catch (const runhooks::EventFileError& error) {
+    const std::size_t second = 16 + static_cast<std::size_t>(static_cast<std::uint8_t>(bytes[first]));
+    CHECK(error.offset() == second);
+    CHECK(std::string_view(error.what()).find("the cut stream") != std::string_view::npos);
+  }
+  CHECK(runhooks::parse_events("").empty());
 }
 
 TEST_CASE("errors name the path and are never silent") {

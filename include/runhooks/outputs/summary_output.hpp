@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <memory>
 #include <string_view>
+#include <system_error>
 
 #include <runhooks/detail/config.hpp>
 #include <runhooks/hooks/step_counter_hook.hpp>
@@ -15,8 +16,10 @@ namespace runhooks {
 // What TensorFlow's StepCounterHook does with an output_dir: the log line, and a scalar in a
 // TensorBoard event file under output_dir, flushed after each one:
 //   runhooks::StepCounterHook({.every_n_steps = 100}, runhooks::SummaryOutput("logs"))
-// Copies share one event file. What happens on a write failure is EventFileWriter's rule
-// (<runhooks/summary/event_writer.hpp>).
+// Copies share one event file. I/O failures follow EventFileWriter's rule, which is CsvOutput's
+// (<runhooks/summary/event_writer.hpp>): a directory or file that cannot be created throws from
+// the constructor; the first failure to write logs one warning with the path and the cause,
+// later scalars are dropped, and error() tells what happened.
 class SummaryOutput {
  public:
   explicit SummaryOutput(const std::filesystem::path& output_dir, bool log_line = true)
@@ -27,6 +30,9 @@ class SummaryOutput {
     writer_->add_scalar(tag, static_cast<float>(steps_per_sec), global_step);
     writer_->flush();
   }
+
+  // The writer's first write failure, or an empty code: see EventFileWriter::error().
+  std::error_code error() const noexcept { return writer_->error(); }
 
   EventFileWriter& writer() noexcept { return *writer_; }
 

@@ -166,11 +166,15 @@ inline double to_wall_time(std::chrono::system_clock::time_point t) {
 //   2.x still shows such legacy `simple_value` scalars in its Scalars dashboard.
 // - Records go through a stdio buffer: call `flush()` to make them visible to TensorBoard.
 //   TF's writer also buffers, and flushes every 120 s by default.
-// - Every failure to create, write, flush or close throws `std::system_error` (a
-//   `std::filesystem::filesystem_error` from creating the directory) naming the file.
-//   The destructor cannot throw: it closes the file and reports a failure through
-//   runhooks::log, as TensorFlow's `EventsWriter` logs one. Call `close()` first to get the
-//   exception instead.
+// - I/O failures, the rule of every file output (CsvOutput's too): a directory or file that
+//   cannot be created is a `std::system_error` from the constructor naming the path (a
+//   `std::filesystem::filesystem_error` for the directory). A failure to write, flush or
+//   close (disk full, file size limit) never throws and is never silent: the first one logs one
+//   warning through runhooks::log with the path and the cause, every later record is dropped,
+//   and `error()` tells what happened. The file then holds the records written before the
+//   failure, perhaps followed by part of one, which TensorBoard reads as the end of the file.
+// - `add_scalar` or `flush` after `close()` is a mistake in the caller and throws
+//   `std::system_error` (`errc::bad_file_descriptor`).
 // - Not thread-safe: one writer belongs to one thread, like a hook.
 //
 // Cost: an `add_scalar` reads the wall clock once, encodes a record of about 40 bytes in a few
@@ -178,9 +182,9 @@ inline double to_wall_time(std::chrono::system_clock::time_point t) {
 // nothing.
 //
 // Differs from TensorFlow: TF's `FileWriter` queues events for a background thread; this one
-// writes in the calling thread, so a write error is thrown where it happened. And where two
-// writers pick the same name, TF's C++ `EventsWriter` truncates the first file; this one adds
-// a suffix.
+// writes in the calling thread. A write failure is logged and remembered rather than raised, so
+// that a full disk loses the summaries but not the training run. And where two writers pick the
+// same name, TF's C++ `EventsWriter` truncates the first file; this one adds a suffix.
 class EventFileWriter {
  public:
   // Where wall times come from; injectable so tests can pin the times and the file name.
@@ -212,15 +216,16 @@ class EventFileWriter {
 
   EventFileWriter& operator=(EventFileWriter&& other) noexcept {
     if (this != &other) {
-      close_reporting_errors();
+      close_without_throwing();
       wall_clock_ = std::move(other.wall_clock_);
       path_ = std::move(other.path_);
       file_ = std::move(other.file_);
+      error_ = other.error_;
     }
     return *this;
   }
 
-  ~EventFileWriter() { close_reporting_errors(); }
+  ~EventFileWriter() { close_without_throwing(); }
 
   // Appends one scalar at `step`, stamped with the current wall time.
   void add_scalar(std::string_view tag, float value, std::int64_t step) {
@@ -230,22 +235,31 @@ class EventFileWriter {
   // Hands buffered records to the operating system, where TensorBoard can read them.
   void flush() {
     require_open();
+    if (error_) {
+      return;
+    }
     errno = 0;
     if (std::fflush(file_.get()) != 0) {
-      throw_io_error("cannot flush");
+      report_io_error("cannot write");
     }
   }
 
-  // Flushes and closes the file; later writes throw. Calling it again does nothing.
+  // Flushes and closes the file; later writes throw. Calling it again does nothing. A failure
+  // is reported as a write failure is: see error().
   void close() {
     if (file_ == nullptr) {
       return;
     }
     errno = 0;
-    if (std::fclose(file_.release()) != 0) {
-      throw_io_error("cannot close");
+    // After a failure the stdio buffer may still hold records that will fail again.
+    if (std::fclose(file_.release()) != 0 && !error_) {
+      report_io_error("cannot close");
     }
   }
+
+  // The first failure to write, flush or close (errno's code), or an empty code while every
+  // record reached the operating system.
+  [[nodiscard]] std::error_code error() const noexcept { return error_; }
 
   // The event file being written, as TensorFlow's `EventsWriter::FileName()`.
   [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
@@ -277,10 +291,13 @@ class EventFileWriter {
 
   void write_record(std::string_view event) {
     require_open();
+    if (error_) {
+      return;
+    }
     const std::string record = detail::frame_record(event);
     errno = 0;
     if (std::fwrite(record.data(), 1, record.size(), file_.get()) != record.size()) {
-      throw_io_error("cannot write to");
+      report_io_error("cannot write");
     }
   }
 
@@ -291,25 +308,26 @@ class EventFileWriter {
     }
   }
 
-  [[noreturn]] void throw_io_error(const char* what) const {
-    const int error = errno != 0 ? errno : EIO;
-    throw std::system_error(error, std::generic_category(),
-                std::string("runhooks::EventFileWriter: ") + what + " " + path_.string());
+  // Remembers the first failure and logs it once. Reads errno, so call it right after the
+  // failed call; stdio may leave errno unset, which is reported as EIO.
+  void report_io_error(const char* what) {
+    error_ = std::error_code(errno != 0 ? errno : EIO, std::generic_category());
+    log(Severity::warning, std::string("runhooks::EventFileWriter: ") + what + " " +
+                               path_.string() + ": " + error_.message() +
+                               "; later events are dropped.");
   }
 
-  void close_reporting_errors() noexcept {
-    if (file_ != nullptr && std::fclose(file_.release()) != 0) {
-      try {
-        log(Severity::warning, "runhooks::EventFileWriter: error closing " + path_.string() +
-                                   "; events may be lost");
-      } catch (...) {  // out of memory: nothing more can be said
-      }
+  void close_without_throwing() noexcept {
+    try {
+      close();
+    } catch (...) {  // the log sink threw, or out of memory: nothing more can be said
     }
   }
 
   WallClock wall_clock_;
   std::filesystem::path path_;
   std::unique_ptr<std::FILE, detail::FileCloser> file_;
+  std::error_code error_;
 };
 
 }  // namespace runhooks
