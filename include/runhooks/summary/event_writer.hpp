@@ -232,6 +232,16 @@ class EventFileWriter {
     write_record(detail::encode_scalar_event(detail::to_wall_time(wall_clock_()), step, tag, value));
   }
 
+  // Appends Event{wall_time, step, <what>}, where `what` is one encoded field of the event's
+  // `what` oneof, tag and length included: a Summary holding histograms, a SessionLog
+  // (<runhooks/summary/histogram.hpp> encodes both). Same rules as add_scalar.
+  void add_event(std::string_view what, std::int64_t step) {
+    std::string event;
+    detail::put_event_header(event, detail::to_wall_time(wall_clock_()), step);
+    event.append(what);
+    write_record(event);
+  }
+
   // Hands buffered records to the operating system, where TensorBoard can read them.
   void flush() {
     require_open();

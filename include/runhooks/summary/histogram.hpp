@@ -1,0 +1,197 @@
+// Defines `runhooks::Histogram`, TensorFlow's histogram of a tensor's values (the one
+// tf.compat.v1.summary.histogram writes), and the protobuf encoding of summaries that hold
+// histograms and scalars, for EventFileWriter::add_event.
+#pragma once
+
+#include <runhooks/detail/config.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <runhooks/summary/event_writer.hpp>
+
+namespace runhooks {
+namespace detail {
+
+// tensorflow/core/lib/histogram/histogram.cc, InitDefaultBucketsInner(): limits growing by 10%
+// from 1e-12 to 1e20, mirrored for negative values, with 0 and +-DBL_MAX; 1551 limits. Computed
+// exactly as TensorFlow computes them (v *= 1.1 in double), so the buckets are TensorFlow's.
+inline const std::vector<double>& default_bucket_limits() {
+  static const std::vector<double> limits = [] {
+    std::vector<double> positive;
+    for (double v = 1.0e-12; v < 1.0e20; v *= 1.1) positive.push_back(v);
+    positive.push_back(DBL_MAX);
+    std::vector<double> all;
+    all.reserve(2 * positive.size() + 1);
+    for (auto it = positive.rbegin(); it != positive.rend(); ++it) all.push_back(-*it);
+    all.push_back(0.0);
+    all.insert(all.end(), positive.begin(), positive.end());
+    return all;
+  }();
+  return limits;
+}
+
+// Field numbers of tensorflow/core/framework/summary.proto (HistogramProto, Summary.Value) and
+// tensorflow/core/util/event.proto (SessionLog).
+inline constexpr std::uint32_t histogram_min_field = 1;           // double
+inline constexpr std::uint32_t histogram_max_field = 2;           // double
+inline constexpr std::uint32_t histogram_num_field = 3;           // double
+inline constexpr std::uint32_t histogram_sum_field = 4;           // double
+inline constexpr std::uint32_t histogram_sum_squares_field = 5;   // double
+inline constexpr std::uint32_t histogram_bucket_limit_field = 6;  // repeated double, packed
+inline constexpr std::uint32_t histogram_bucket_field = 7;        // repeated double, packed
+inline constexpr std::uint32_t value_histo_field = 5;             // HistogramProto, in oneof
+inline constexpr std::uint32_t event_session_log_field = 6;       // SessionLog, in oneof `what`
+inline constexpr std::uint32_t session_log_status_field = 1;      // enum SessionStatus
+inline constexpr std::uint64_t session_log_start = 1;             // SessionLog.START
+
+// A proto3 double: omitted when its bits are zero (0.0, not -0.0), as protobuf does.
+inline void put_double(std::string& out, std::uint32_t field, double value) {
+  const auto bits = std::bit_cast<std::uint64_t>(value);
+  if (bits == 0) return;
+  put_key(out, field, WireType::fixed64);
+  put_little_endian(out, bits, 8);
+}
+
+inline void put_packed_doubles(std::string& out, std::uint32_t field, std::span<const double> values) {
+  if (values.empty()) return;
+  put_key(out, field, WireType::length_delimited);
+  put_varint(out, 8 * values.size());
+  for (const double v : values) put_little_endian(out, std::bit_cast<std::uint64_t>(v), 8);
+}
+
+}  // namespace detail
+
+// TensorFlow's histogram::Histogram with its default buckets: add() puts a value in the bucket
+// whose limit is the first one above it, and keeps min, max, count, sum and sum of squares.
+// encode() is TensorFlow's EncodeToProto(proto, preserve_zero_buckets = false): runs of empty
+// buckets collapse into one, and an empty histogram has one bucket (DBL_MAX, 0). TensorBoard's
+// histogram dashboards read it. The values are TensorFlow's bit for bit (tests/fixtures).
+class Histogram {
+ public:
+  Histogram() : buckets_(detail::default_bucket_limits().size(), 0.0) {}
+
+  void add(double value) {
+    const std::vector<double>& limits = detail::default_bucket_limits();
+    const auto bucket = std::upper_bound(limits.begin(), limits.end(), value) - limits.begin();
+    buckets_[static_cast<std::size_t>(bucket)] += 1.0;
+    if (min_ > value) min_ = value;
+    if (max_ < value) max_ = value;
+    num_ += 1.0;
+    sum_ += value;
+    sum_squares_ += value * value;
+  }
+
+  double min() const noexcept { return min_; }
+  double max() const noexcept { return max_; }
+  double num() const noexcept { return num_; }
+  double sum() const noexcept { return sum_; }
+  double sum_squares() const noexcept { return sum_squares_; }
+
+  // The buckets as the proto holds them: (limit, count) pairs after collapsing empty runs.
+  struct Buckets {
+    std::vector<double> limits;
+    std::vector<double> counts;
+  };
+  Buckets buckets() const {
+    const std::vector<double>& limits = detail::default_bucket_limits();
+    Buckets out;
+    for (std::size_t i = 0; i < buckets_.size();) {
+      double end = limits[i];
+      double count = buckets_[i];
+      ++i;
+      if (count <= 0.0) {
+        while (i < buckets_.size() && buckets_[i] <= 0.0) {
+          end = limits[i];
+          count = buckets_[i];
+          ++i;
+        }
+      }
+      out.limits.push_back(end);
+      out.counts.push_back(count);
+    }
+    if (out.limits.empty()) {
+      out.limits.push_back(DBL_MAX);
+      out.counts.push_back(0.0);
+    }
+    return out;
+  }
+
+  // The HistogramProto bytes.
+  std::string encode() const {
+    std::string out;
+    detail::put_double(out, detail::histogram_min_field, min_);
+    detail::put_double(out, detail::histogram_max_field, max_);
+    detail::put_double(out, detail::histogram_num_field, num_);
+    detail::put_double(out, detail::histogram_sum_field, sum_);
+    detail::put_double(out, detail::histogram_sum_squares_field, sum_squares_);
+    const Buckets b = buckets();
+    detail::put_packed_doubles(out, detail::histogram_bucket_limit_field, b.limits);
+    detail::put_packed_doubles(out, detail::histogram_bucket_field, b.counts);
+    return out;
+  }
+
+ private:
+  std::vector<double> buckets_;
+  double min_ = DBL_MAX;  // TensorFlow's Clear(): the last bucket limit
+  double max_ = -DBL_MAX;
+  double num_ = 0.0;
+  double sum_ = 0.0;
+  double sum_squares_ = 0.0;
+};
+
+// A Summary proto built value by value, as tf.compat.v1.summary.merge_all() merges its values
+// into one: add_scalar (Value.simple_value, a float) and add_histogram (Value.histo). what()
+// is the Event field that carries it, for EventFileWriter::add_event.
+class SummaryEncoder {
+ public:
+  void add_scalar(std::string_view tag, float value) {
+    std::string v;
+    if (!tag.empty()) detail::put_length_delimited(v, detail::value_tag_field, tag);
+    detail::put_key(v, detail::value_simple_value_field, detail::WireType::fixed32);
+    detail::put_little_endian(v, std::bit_cast<std::uint32_t>(value), 4);
+    detail::put_length_delimited(summary_, detail::summary_value_field, v);
+  }
+
+  void add_histogram(std::string_view tag, const Histogram& histogram) {
+    std::string v;
+    if (!tag.empty()) detail::put_length_delimited(v, detail::value_tag_field, tag);
+    detail::put_length_delimited(v, detail::value_histo_field, histogram.encode());
+    detail::put_length_delimited(summary_, detail::summary_value_field, v);
+  }
+
+  // The Summary message's bytes.
+  const std::string& summary() const noexcept { return summary_; }
+
+  // Event.summary, tag and length included.
+  std::string what() const {
+    std::string out;
+    detail::put_length_delimited(out, detail::event_summary_field, summary_);
+    return out;
+  }
+
+ private:
+  std::string summary_;
+};
+
+// Event.session_log = SessionLog{status: START}: what TensorFlow's SummarySaverHook writes on its
+// first run, and what tells TensorBoard to drop the events a restarted run left after its step.
+inline std::string session_log_start_what() {
+  std::string session_log;
+  detail::put_key(session_log, detail::session_log_status_field, detail::WireType::varint);
+  detail::put_varint(session_log, detail::session_log_start);
+  std::string out;
+  detail::put_length_delimited(out, detail::event_session_log_field, session_log);
+  return out;
+}
+
+}  // namespace runhooks
