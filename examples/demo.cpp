@@ -1,6 +1,7 @@
 // What `./dev demo` runs: logistic regression trained by mini-batch SGD under a MonitoredSession.
 //
-// The backend knows nothing about stopping, logging or schedules; the hooks add them:
+// The backend (logistic_regression.hpp, also what examples/resume.cpp checkpoints) knows nothing
+// about stopping, logging or schedules; the hooks add them:
 //   StopAtStepHook            ends training after a fixed number of steps (built in)
 //   StepCounterHook           logs global steps per second (built in)
 //   LearningRateScheduleHook  feeds a decaying learning rate before every step (ours)
@@ -8,6 +9,8 @@
 // The run checks itself: it fails unless the loss fell well below its start and the model
 // classifies the data about as well as the true weights do.
 #include <runhooks/runhooks.hpp>
+
+#include "logistic_regression.hpp"
 
 #include <array>
 #include <cmath>
@@ -25,89 +28,14 @@
 
 namespace {
 
-constexpr std::size_t num_features = 6;
-using Weights = std::array<double, num_features + 1>;  // the last entry is the bias
-
-struct Example {
-  std::array<double, num_features> x;
-  double label;  // 0 or 1
-};
-
-double sigmoid(double z) { return 1.0 / (1.0 + std::exp(-z)); }
-
-double logit(const Weights& w, const Example& e) {
-  double z = w[num_features];
-  for (std::size_t j = 0; j < num_features; ++j) z += w[j] * e.x[j];
-  return z;
-}
-
-// Standard normal features; labels drawn from the logistic model with the true weights, so the
-// true weights are the best any model can do on average.
-std::vector<Example> make_data(const Weights& true_weights, std::size_t n, std::mt19937& rng) {
-  std::normal_distribution<double> feature;
-  std::uniform_real_distribution<double> coin;
-  std::vector<Example> data(n);
-  for (Example& e : data) {
-    for (double& x : e.x) x = feature(rng);
-    e.label = coin(rng) < sigmoid(logit(true_weights, e)) ? 1.0 : 0.0;
-  }
-  return data;
-}
-
-double accuracy(const Weights& w, const std::vector<Example>& data) {
-  std::size_t correct = 0;
-  for (const Example& e : data) correct += (logit(w, e) > 0.0) == (e.label > 0.5);
-  return static_cast<double>(correct) / static_cast<double>(data.size());
-}
-
-// Keys: names for what hooks may read from the backend and write into it.
-struct Loss : runhooks::Key<float> {};          // mean log loss over the whole data set
-struct LearningRate : runhooks::Key<float> {};  // step size of the next SGD step
-
-// The backend: one run() is one SGD step on a mini-batch drawn at random.
-class LogisticRegression {
- public:
-  LogisticRegression(std::vector<Example> data, std::size_t batch_size, unsigned seed)
-      : data_(std::move(data)), batch_size_(batch_size), rng_(seed) {}
-
-  void run() {
-    std::uniform_int_distribution<std::size_t> pick(0, data_.size() - 1);
-    Weights gradient{};
-    for (std::size_t i = 0; i < batch_size_; ++i) {
-      const Example& e = data_[pick(rng_)];
-      const double error = sigmoid(logit(weights_, e)) - e.label;
-      for (std::size_t j = 0; j < num_features; ++j) gradient[j] += error * e.x[j];
-      gradient[num_features] += error;
-    }
-    for (std::size_t j = 0; j <= num_features; ++j)
-      weights_[j] -= learning_rate_ * gradient[j] / static_cast<double>(batch_size_);
-    ++global_step_;
-  }
-  std::int64_t global_step() const { return global_step_; }
-
-  // A full pass over the data: costly next to a step, so a hook should not ask for it every
-  // step (see LossLoggingHook).
-  float fetch(Loss) const {
-    double sum = 0.0;
-    for (const Example& e : data_) {
-      const double p = sigmoid(logit(weights_, e));
-      sum -= e.label > 0.5 ? std::log(p) : std::log1p(-p);
-    }
-    return static_cast<float>(sum / static_cast<double>(data_.size()));
-  }
-  void feed(LearningRate, float rate) { learning_rate_ = rate; }
-
-  const Weights& weights() const { return weights_; }
-  const std::vector<Example>& data() const { return data_; }
-
- private:
-  std::vector<Example> data_;
-  std::size_t batch_size_;
-  std::mt19937 rng_;
-  Weights weights_{};
-  double learning_rate_ = 0.1;
-  std::int64_t global_step_ = 0;
-};
+using demo::accuracy;
+using demo::Example;
+using demo::LearningRate;
+using demo::LogisticRegression;
+using demo::Loss;
+using demo::make_data;
+using demo::num_features;
+using demo::Weights;
 
 // Feeds rate = initial / (1 + step / decay_steps) before every step. Returning a feed from
 // before_run is all it takes; the session hands it to the backend before run().

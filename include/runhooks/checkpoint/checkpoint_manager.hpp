@@ -1,0 +1,391 @@
+// CheckpointManager: one checkpoint directory. Names checkpoints as TensorFlow does
+// (<dir>/<basename>-<step>), commits each save atomically through the state file, keeps
+// max_to_keep of them (plus one every keep_checkpoint_every_n_hours) and cleans up after a
+// process killed mid-save.
+#pragma once
+
+#include <runhooks/detail/config.hpp>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <runhooks/checkpoint/checkpoint_error.hpp>
+#include <runhooks/checkpoint/checkpoint_state.hpp>
+#include <runhooks/checkpoint/detail/durable_files.hpp>
+#include <runhooks/detail/checked.hpp>
+#include <runhooks/log.hpp>
+
+namespace runhooks {
+
+struct CheckpointManagerOptions {
+  std::filesystem::path checkpoint_dir;
+  std::string basename = "model.ckpt";
+  int max_to_keep = 5;  // 0 keeps every checkpoint (and the state file names only the latest)
+  std::optional<double> keep_checkpoint_every_n_hours{};
+};
+
+struct CheckpointEntry {
+  std::string name;  // as in the state file: relative to the directory, or absolute
+  double timestamp;  // seconds since the epoch when it was saved
+  friend bool operator==(const CheckpointEntry&, const CheckpointEntry&) = default;
+};
+
+// How one save is made durable. The backend writes its files under a hidden staging prefix
+// <dir>/.<basename>-<step>.tmp-<token>; then:
+//   1. every staging file is fsynced;
+//   2. each is hard-linked to its final name <dir>/<basename>-<step><suffix>; the directory is
+//      fsynced;
+//   3. the state file is replaced atomically (see write_checkpoint_state), naming the new
+//      checkpoint and no longer naming those retention drops;
+//   4. the dropped checkpoints' files and the staging names are removed.
+// A process killed before 3 leaves the previous state file, which names only complete
+// checkpoints; one killed after 3 leaves the new one. Re-saving a step the state file already
+// names (after a restore, the creation save sees the restored step) first points the state file
+// at the complete staging copy, so that the old files can be replaced while the state names
+// neither. What a killed save leaves behind (staging files, final names not yet in the state,
+// dropped checkpoints not yet deleted, recorded in the state file as pending deletions) is removed
+// by the next open(). Without hard links (some network file systems) files are copied instead,
+// and a kill between steps 2 and 3 may leave a checkpoint's files that no state file names.
+class CheckpointManager {
+ public:
+  explicit CheckpointManager(CheckpointManagerOptions options) : options_(std::move(options)) {
+    if (options_.checkpoint_dir.empty())
+      throw std::invalid_argument("runhooks: checkpoint_dir must name a directory, got ''.");
+    validate_basename(options_.basename);
+    if (options_.max_to_keep < 0)
+      throw std::invalid_argument("runhooks: max_to_keep must be at least 0, got " +
+                                  std::to_string(options_.max_to_keep) + ".");
+    if (options_.keep_checkpoint_every_n_hours &&
+        !(*options_.keep_checkpoint_every_n_hours > 0.0 &&
+          *options_.keep_checkpoint_every_n_hours * 3600.0 <= detail::max_duration_secs))
+      throw std::invalid_argument(
+          "runhooks: keep_checkpoint_every_n_hours must be greater than 0 and at most " +
+          detail::format_number(detail::max_duration_secs / 3600.0) + ", got " +
+          detail::format_number(*options_.keep_checkpoint_every_n_hours) + ".");
+  }
+
+  // A basename must be a plain file name that cannot be taken for the state file or for one of
+  // runhooks' hidden temporary files.
+  static void validate_basename(std::string_view basename) {
+    if (basename.empty() || basename.find('/') != std::string_view::npos ||
+        basename.front() == '.' || basename == checkpoint_state_filename ||
+        basename.find('\0') != std::string_view::npos)
+      throw std::invalid_argument(
+          "runhooks: the checkpoint basename must be a file name without '/', not starting with "
+          "'.' and not 'checkpoint', got '" + std::string(basename) + "'.");
+  }
+
+  const std::filesystem::path& directory() const noexcept { return options_.checkpoint_dir; }
+  const CheckpointManagerOptions& options() const noexcept { return options_; }
+
+  // Creates the directory if missing, checks that a file can be written and synced there, reads
+  // the state file (the record of earlier runs: retention carries on from it) and removes what a
+  // killed save left. Throws CheckpointError naming the directory and the cause. `now` (seconds
+  // since the epoch) starts the keep_checkpoint_every_n_hours period when the state has none.
+  void open(double now) {
+    const std::filesystem::path& dir = options_.checkpoint_dir;
+    std::error_code error;
+    std::filesystem::create_directories(dir, error);
+    if (error)
+      throw CheckpointError("runhooks: cannot create the checkpoint directory " +
+                            detail::quoted_path(dir) + ": " + error.message());
+    if (!std::filesystem::is_directory(dir, error))
+      throw CheckpointError("runhooks: the checkpoint directory " + detail::quoted_path(dir) +
+                            " is not a directory.");
+    probe_writable();
+    entries_.clear();
+    latest_.reset();
+    const std::optional<CheckpointState> state = read_checkpoint_state(dir);
+    if (state) {
+      const std::size_t n = state->all_model_checkpoint_paths.size();
+      const bool dated = state->all_model_checkpoint_timestamps.size() == n;
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::string& name = state->all_model_checkpoint_paths[i];
+        entries_.push_back(
+            {name, dated ? state->all_model_checkpoint_timestamps[i] : modification_time(name, now)});
+      }
+      latest_ = state->model_checkpoint_path;
+      if (entries_.empty() || entries_.back().name != *latest_)
+        entries_.push_back({*latest_, modification_time(*latest_, now)});
+      last_preserved_ = state->last_preserved_timestamp.value_or(now);
+      sweep(*state);
+    } else {
+      last_preserved_ = now;
+      sweep(CheckpointState{});
+    }
+    opened_ = true;
+  }
+
+  bool is_open() const noexcept { return opened_; }
+
+  // The prefix a save at `step` gets: <dir>/<basename>-<step>.
+  std::filesystem::path prefix_for(std::int64_t step) const {
+    return options_.checkpoint_dir / name_for(step);
+  }
+
+  // Saves a checkpoint at `step`: calls write(staging_prefix), which must write one or more files
+  // whose names start with that prefix (followed by nothing or by a non-digit), then commits it as
+  // described above, dated `timestamp`. Returns the checkpoint's prefix. On any error, including
+  // from write(), throws CheckpointError naming the checkpoint and the cause; the state file and
+  // the checkpoints it names are as they were.
+  template <class Write>
+  std::filesystem::path save(std::int64_t step, double timestamp, Write&& write) {
+    if (!opened_) open(timestamp);
+    const std::filesystem::path& dir = options_.checkpoint_dir;
+    const std::string name = name_for(step);
+    const std::string stage = "." + name + ".tmp-" + detail::unique_token();
+    std::vector<std::string> suffixes;
+    bool stage_named = false;
+    try {
+      write(dir / stage);
+      for (const std::string& file : detail::names_starting_with(dir, stage)) {
+        const std::string suffix = file.substr(stage.size());
+        if (!suffix.empty() && suffix[0] >= '0' && suffix[0] <= '9')
+          throw CheckpointError("runhooks: the backend's save wrote " +
+                                detail::quoted_path(dir / file) +
+                                ": a checkpoint file must be named by the prefix, or the prefix "
+                                "followed by a non-digit (e.g. '.arrays').");
+        suffixes.push_back(suffix);
+      }
+      if (suffixes.empty())
+        throw CheckpointError("runhooks: the backend's save(" + detail::quoted_path(dir / stage) +
+                              ") wrote no file whose name starts with that prefix.");
+      for (const std::string& suffix : suffixes) detail::fsync_path(dir / (stage + suffix));
+
+      // This save supersedes an older one at the same step, and a staging copy of one that the
+      // state named while it was being replaced (a save killed then).
+      std::vector<CheckpointEntry> entries = entries_;
+      std::vector<std::string> dropped;
+      std::erase_if(entries, [&](const CheckpointEntry& e) {
+        if (is_staging_name_of(e.name, name)) dropped.push_back(e.name);
+        return e.name == name || is_staging_name_of(e.name, name);
+      });
+      entries.push_back({name, timestamp});
+      double mark = last_preserved_;
+      for (std::string& d : retain(entries, mark)) dropped.push_back(std::move(d));
+      const bool replacing = names(name);
+
+      if (!replacing) {
+        remove_prefix_files(name);  // unnamed leftovers of a killed save at this step
+        link_all(stage, name, suffixes);
+        detail::fsync_path(dir, true);
+        commit(entries, dropped, mark);
+      } else {
+        // The state names an older checkpoint at this step: name the staging copy meanwhile.
+        std::vector<CheckpointEntry> staged = entries;
+        staged.back().name = stage;
+        std::vector<std::string> pending = dropped;
+        pending.push_back(name);
+        commit(staged, pending, mark);
+        stage_named = true;
+        remove_prefix_files(name);
+        for (const std::string& d : dropped) remove_prefix_files(d);
+        dropped.clear();
+        link_all(stage, name, suffixes);
+        detail::fsync_path(dir, true);
+        commit(entries, {}, mark);
+        stage_named = false;
+      }
+      for (const std::string& d : dropped) remove_prefix_files(d);
+      for (const std::string& suffix : suffixes) detail::remove_file_quietly(dir / (stage + suffix));
+    } catch (const std::exception& e) {
+      if (!stage_named)
+        for (const std::string& file : detail::names_starting_with_quietly(dir, stage))
+          detail::remove_file_quietly(dir / file);
+      throw CheckpointError("runhooks: saving checkpoint " + detail::quoted_path(dir / name) +
+                            " failed: " + e.what());
+    }
+    return dir / name;
+  }
+
+  // The checkpoints the state file names, oldest save first.
+  const std::vector<CheckpointEntry>& checkpoints() const noexcept { return entries_; }
+
+  // The newest checkpoint's prefix, if any.
+  std::optional<std::filesystem::path> latest() const {
+    if (!latest_) return std::nullopt;
+    return detail::join_checkpoint_path(options_.checkpoint_dir, *latest_);
+  }
+
+ private:
+  std::string name_for(std::int64_t step) const {
+    return options_.basename + "-" + std::to_string(step);
+  }
+
+  // Whether `candidate` is ".<name>.tmp-<16 hex digits>".
+  static bool is_staging_name_of(std::string_view candidate, std::string_view name) {
+    constexpr std::string_view tmp = ".tmp-";
+    return candidate.size() == 1 + name.size() + tmp.size() + 16 && candidate[0] == '.' &&
+           candidate.substr(1, name.size()) == name &&
+           candidate.substr(1 + name.size(), tmp.size()) == tmp;
+  }
+
+  bool names(const std::string& name) const {
+    if (latest_ && *latest_ == name) return true;
+    for (const CheckpointEntry& e : entries_)
+      if (e.name == name) return true;
+    return false;
+  }
+
+  // TensorFlow's Saver: beyond max_to_keep the oldest saves leave the list; each is deleted unless
+  // it is the first one dated past the keep_checkpoint_every_n_hours mark, which is then kept (but
+  // no longer named) and moves the mark on by that period. With max_to_keep 0 nothing is deleted
+  // and the list holds only the newest. Unlike Saver, which drops one per save, this drops all the
+  // excess (a run restarted with a smaller max_to_keep). Returns the names to delete.
+  std::vector<std::string> retain(std::vector<CheckpointEntry>& entries, double& mark) const {
+    std::vector<std::string> dropped;
+    if (options_.max_to_keep == 0) {
+      entries.erase(entries.begin(), entries.end() - 1);
+      return dropped;
+    }
+    while (entries.size() > static_cast<std::size_t>(options_.max_to_keep)) {
+      const CheckpointEntry oldest = entries.front();
+      entries.erase(entries.begin());
+      if (options_.keep_checkpoint_every_n_hours) {
+        const double period = *options_.keep_checkpoint_every_n_hours * 3600.0;
+        if (oldest.timestamp > mark + period) {
+          mark += period;
+          continue;
+        }
+      }
+      dropped.push_back(oldest.name);
+    }
+    return dropped;
+  }
+
+  // Writes the state naming `entries` (the last is the latest) and records `pending` deletions.
+  void commit(const std::vector<CheckpointEntry>& entries, const std::vector<std::string>& pending,
+              double mark) {
+    CheckpointState state;
+    state.model_checkpoint_path = entries.back().name;
+    for (const CheckpointEntry& e : entries) {
+      state.all_model_checkpoint_paths.push_back(e.name);
+      state.all_model_checkpoint_timestamps.push_back(e.timestamp);
+    }
+    if (options_.keep_checkpoint_every_n_hours) state.last_preserved_timestamp = mark;
+    state.pending_deletions = pending;
+    write_checkpoint_state(options_.checkpoint_dir, state);
+    entries_ = entries;
+    latest_ = entries.back().name;
+    last_preserved_ = mark;
+  }
+
+  void link_all(const std::string& stage, const std::string& name,
+                const std::vector<std::string>& suffixes) {
+    const std::filesystem::path& dir = options_.checkpoint_dir;
+    for (const std::string& suffix : suffixes) {
+      const std::filesystem::path from = dir / (stage + suffix), to = dir / (name + suffix);
+      if (::link(from.c_str(), to.c_str()) == 0) continue;
+      const int error = errno;
+      if (error != EPERM && error != EXDEV && error != ENOTSUP && error != EMLINK &&
+          error != ENOSYS && error != EOPNOTSUPP)
+        throw CheckpointError("runhooks: linking " + detail::quoted_path(from) + " to " +
+                              detail::quoted_path(to) + ": " + detail::errno_text(error));
+      copy_durably(from, to);
+    }
+  }
+
+  static void copy_durably(const std::filesystem::path& from, const std::filesystem::path& to) {
+    const std::filesystem::path temporary = to.string() + ".tmp-" + detail::unique_token();
+    try {
+      detail::write_file_durably(temporary, detail::read_whole_file(from));
+      detail::rename_over(temporary, to);
+    } catch (...) {
+      detail::remove_file_quietly(temporary);
+      throw;
+    }
+  }
+
+  // Removes every file of checkpoint `name` (relative to the directory, or absolute).
+  void remove_prefix_files(const std::string& name) {
+    for (const std::filesystem::path& file :
+         detail::files_of_prefix(detail::join_checkpoint_path(options_.checkpoint_dir, name)))
+      detail::remove_file(file);
+  }
+
+  double modification_time(const std::string& name, double fallback) const {
+    for (const std::filesystem::path& file :
+         detail::files_of_prefix(detail::join_checkpoint_path(options_.checkpoint_dir, name))) {
+      struct stat info {};
+      if (::stat(file.c_str(), &info) == 0)
+        return static_cast<double>(info.st_mtim.tv_sec) + 1e-9 * static_cast<double>(info.st_mtim.tv_nsec);
+    }
+    return fallback;
+  }
+
+  void probe_writable() {
+    const std::filesystem::path probe =
+        options_.checkpoint_dir / (".runhooks-probe-" + detail::unique_token());
+    try {
+      detail::write_file_durably(probe, "runhooks");
+      detail::remove_file(probe);
+    } catch (const CheckpointError& e) {
+      detail::remove_file_quietly(probe);
+      throw CheckpointError("runhooks: the checkpoint directory " +
+                            detail::quoted_path(options_.checkpoint_dir) +
+                            " cannot be written: " + e.what());
+    }
+  }
+
+  // Removes what killed saves left: checkpoints the state records as pending deletion and no
+  // longer names; staging files of saves the state does not name, with the final names linked to
+  // them; temporary state files and write probes.
+  void sweep(const CheckpointState& state) {
+    const std::filesystem::path& dir = options_.checkpoint_dir;
+    std::set<std::string> named(state.all_model_checkpoint_paths.begin(),
+                                state.all_model_checkpoint_paths.end());
+    if (!state.model_checkpoint_path.empty()) named.insert(state.model_checkpoint_path);
+    for (const std::string& pending : state.pending_deletions)
+      if (!named.count(pending)) remove_prefix_files(pending);
+    const std::string stage_start = "." + options_.basename + "-";
+    for (const std::string& file : detail::names_starting_with(dir, "")) {
+      if (file.rfind(std::string(checkpoint_state_filename) + ".tmp-", 0) == 0 ||
+          file.rfind(".runhooks-probe-", 0) == 0) {
+        detail::remove_file_quietly(dir / file);
+        continue;
+      }
+      if (file.rfind(stage_start, 0) != 0) continue;
+      // .<basename>-<step>.tmp-<16 hex digits><suffix>
+      std::size_t at = stage_start.size();
+      if (at < file.size() && file[at] == '-') ++at;
+      const std::size_t digits = at;
+      while (at < file.size() && file[at] >= '0' && file[at] <= '9') ++at;
+      constexpr std::string_view tmp = ".tmp-";
+      if (at == digits || file.compare(at, tmp.size(), tmp) != 0 ||
+          file.size() < at + tmp.size() + 16)
+        continue;
+      const std::string stage = file.substr(0, at + tmp.size() + 16);
+      if (named.count(stage)) continue;
+      const std::string name = file.substr(1, at - 1);
+      if (!named.count(name)) {
+        const std::filesystem::path linked = dir / (name + file.substr(stage.size()));
+        struct stat a {}, b {};
+        if (::stat((dir / file).c_str(), &a) == 0 && ::stat(linked.c_str(), &b) == 0 &&
+            a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+          detail::remove_file_quietly(linked);
+      }
+      detail::remove_file_quietly(dir / file);
+    }
+  }
+
+  CheckpointManagerOptions options_;
+  std::vector<CheckpointEntry> entries_;
+  std::optional<std::string> latest_;
+  double last_preserved_ = 0.0;
+  bool opened_ = false;
+};
+
+}  // namespace runhooks

@@ -1,0 +1,477 @@
+// CheckpointSaverHook: TensorFlow's hook that saves checkpoints every N steps or T seconds, with
+// listeners, atomic commits and retention (CheckpointManager), and saves on a background thread
+// for backends that can snapshot their state.
+#pragma once
+
+#include <runhooks/detail/config.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include <runhooks/checkpoint/checkpoint_manager.hpp>
+#include <runhooks/checkpoint/checkpointable.hpp>
+#include <runhooks/clock.hpp>
+#include <runhooks/concepts.hpp>
+#include <runhooks/detail/checked.hpp>
+#include <runhooks/hooks/second_or_step_timer.hpp>
+#include <runhooks/log.hpp>
+#include <runhooks/session_run_context.hpp>
+
+namespace runhooks {
+
+// What a save does when the previous asynchronous one is still being written.
+enum class WhenSaveInFlight {
+  wait,  // wait for it, then save (no checkpoint is lost; the step waits)
+  skip,  // skip this save with a log line (the step never waits; the next trigger saves)
+};
+
+namespace detail {
+
+struct CheckedSaverOptions {};
+
+// The checks of CheckpointSaverOptions, in a constant expression when the options are constexpr:
+// a mistake is then a compile error showing the message below; at run time std::invalid_argument.
+constexpr CheckedSaverOptions check_saver_options(std::string_view checkpoint_dir,
+                                                  const std::optional<std::int64_t>& save_steps,
+                                                  const std::optional<double>& save_secs,
+                                                  std::string_view basename, int max_to_keep,
+                                                  const std::optional<double>& every_n_hours) {
+  const bool constant = std::is_constant_evaluated();
+  if (checkpoint_dir.empty()) {
+    if (constant) throw "runhooks: CheckpointSaverOptions::checkpoint_dir must name a directory";
+    throw std::invalid_argument(
+        "runhooks: CheckpointSaverOptions::checkpoint_dir must name a directory, got ''.");
+  }
+  // TensorFlow's messages (its SecondOrStepTimer raises them for CheckpointSaverHook).
+  if (save_steps && save_secs) {
+    if (constant) throw "Can not provide both every_secs and every_steps. (CheckpointSaverOptions: save_steps and save_secs are both set)";
+    throw std::invalid_argument(
+        "Can not provide both every_secs and every_steps. (CheckpointSaverOptions: save_steps = " +
+        std::to_string(*save_steps) + ", save_secs = " + format_number(*save_secs) + ")");
+  }
+  if (!save_steps && !save_secs) {
+    if (constant) throw "Either every_secs or every_steps should be provided. (CheckpointSaverOptions: set save_steps or save_secs)";
+    throw std::invalid_argument(
+        "Either every_secs or every_steps should be provided. (CheckpointSaverOptions: set "
+        "save_steps or save_secs)");
+  }
+  if (save_steps && *save_steps < 1) {
+    if (constant) throw "runhooks: CheckpointSaverOptions::save_steps must be at least 1";
+    throw std::invalid_argument("runhooks: CheckpointSaverOptions::save_steps must be at least 1, got " +
+                                std::to_string(*save_steps) + ".");
+  }
+  if (save_secs) checked_secs("CheckpointSaverOptions::save_secs", *save_secs, 0.0, true);
+  if (basename.empty() || basename.find('/') != std::string_view::npos ||
+      basename.front() == '.' || basename == "checkpoint") {
+    if (constant) throw "runhooks: CheckpointSaverOptions::basename must be a file name without '/', not starting with '.' and not 'checkpoint'";
+    throw std::invalid_argument(
+        "runhooks: CheckpointSaverOptions::basename must be a file name without '/', not "
+        "starting with '.' and not 'checkpoint', got '" + std::string(basename) + "'.");
+  }
+  if (max_to_keep < 0) {
+    if (constant) throw "runhooks: CheckpointSaverOptions::max_to_keep must be at least 0";
+    throw std::invalid_argument("runhooks: CheckpointSaverOptions::max_to_keep must be at least 0, got " +
+                                std::to_string(max_to_keep) + ".");
+  }
+  if (every_n_hours && !(*every_n_hours > 0.0 && *every_n_hours <= max_duration_secs / 3600.0)) {
+    if (constant) throw "runhooks: CheckpointSaverOptions::keep_checkpoint_every_n_hours must be greater than 0 and at most 277777";
+    throw std::invalid_argument(
+        "runhooks: CheckpointSaverOptions::keep_checkpoint_every_n_hours must be greater than 0 "
+        "and at most 277777, got " + format_number(*every_n_hours) + ".");
+  }
+  return {};
+}
+
+}  // namespace detail
+
+struct CheckpointSaverOptions {
+  std::string_view checkpoint_dir{};           // created if missing
+  std::optional<std::int64_t> save_steps{};    // exactly one of these two (TensorFlow's rule)
+  std::optional<double> save_secs{};
+  std::string_view basename = "model.ckpt";    // checkpoints are <checkpoint_dir>/<basename>-<step>
+  int max_to_keep = 5;                         // 0 keeps all
+  std::optional<double> keep_checkpoint_every_n_hours{};  // unset: TensorFlow's 10000, i.e. never
+  bool async_save = true;                      // on a background thread when the backend is Snapshottable
+  WhenSaveInFlight when_save_in_flight = WhenSaveInFlight::wait;
+  // Checks the fields above as the options are made, so options declared constexpr with a mistake
+  // do not compile; at run time a mistake throws std::invalid_argument naming the field and value.
+  // Never initialize it yourself.
+  [[no_unique_address]] detail::CheckedSaverOptions checked = detail::check_saver_options(
+      checkpoint_dir, save_steps, save_secs, basename, max_to_keep, keep_checkpoint_every_n_hours);
+
+  // The same checks again, for options changed after they were made.
+  constexpr const CheckpointSaverOptions& validate() const {
+    detail::check_saver_options(checkpoint_dir, save_steps, save_secs, basename, max_to_keep,
+                                keep_checkpoint_every_n_hours);
+    return *this;
+  }
+};
+
+// Checkpoint listeners (TensorFlow's CheckpointSaverListener) are policy types handed to the hook
+// after its options. Each point is optional, found at compile time, and costs nothing if absent:
+//   void begin()                                          in the hook's begin()
+//   void before_save(auto& session, std::int64_t step)    before each save, on the training thread
+//   bool after_save(auto& session, std::int64_t step)     after each save is durable; true asks the
+//                                                         session to stop (void: never)
+//   void end(auto& session, std::int64_t step)            in the hook's end(), after the final save
+// An asynchronous save calls after_save on the training thread once the write is done: in the
+// first after_run that sees it done, or in end().
+template <class L>
+concept ListenerHasBegin = requires(L& l) { l.begin(); };
+template <class L, class B>
+concept ListenerHasBeforeSave = requires(L& l, B& b, std::int64_t step) { l.before_save(b, step); };
+template <class L, class B>
+concept ListenerHasAfterSave = requires(L& l, B& b, std::int64_t step) {
+  requires std::is_void_v<decltype(l.after_save(b, step))> ||
+               std::convertible_to<decltype(l.after_save(b, step)), bool>;
+};
+template <class L, class B>
+concept ListenerHasEnd = requires(L& l, B& b, std::int64_t step) { l.end(b, step); };
+
+namespace detail {
+
+// Does L have a member with this name, whatever its signature (as concepts.hpp finds hook points)?
+#define RUNHOOKS_DETAIL_LISTENER_PROBE(point)                                             \
+  struct listener_##point##_probe {                                                       \
+    void point();                                                                         \
+  };                                                                                      \
+  template <class L>                                                                      \
+  struct listener_##point##_probed : L, listener_##point##_probe {};                      \
+  template <class L>                                                                      \
+  concept listener_names_##point = std::is_class_v<L> && !std::is_final_v<L> &&           \
+                                   !requires { &listener_##point##_probed<L>::point; };
+RUNHOOKS_DETAIL_LISTENER_PROBE(begin)
+RUNHOOKS_DETAIL_LISTENER_PROBE(before_save)
+RUNHOOKS_DETAIL_LISTENER_PROBE(after_save)
+RUNHOOKS_DETAIL_LISTENER_PROBE(end)
+#undef RUNHOOKS_DETAIL_LISTENER_PROBE
+
+template <class L, class B>
+struct check_listener {
+  static_assert(!listener_names_begin<L> || ListenerHasBegin<L>,
+                "runhooks: a checkpoint listener's begin does not fit. Write `void begin()`.");
+  static_assert(!listener_names_before_save<L> || ListenerHasBeforeSave<L, B>,
+                "runhooks: a checkpoint listener's before_save does not fit. Write `void "
+                "before_save(auto& session, std::int64_t global_step)`.");
+  static_assert(!listener_names_after_save<L> || ListenerHasAfterSave<L, B>,
+                "runhooks: a checkpoint listener's after_save does not fit. Write `bool "
+                "after_save(auto& session, std::int64_t global_step)` (true requests a stop) or "
+                "return void.");
+  static_assert(!listener_names_end<L> || ListenerHasEnd<L, B>,
+                "runhooks: a checkpoint listener's end does not fit. Write `void end(auto& "
+                "session, std::int64_t global_step)`.");
+  static_assert(ListenerHasBegin<L> || ListenerHasBeforeSave<L, B> ||
+                    ListenerHasAfterSave<L, B> || ListenerHasEnd<L, B> ||
+                    listener_names_begin<L> || listener_names_before_save<L> ||
+                    listener_names_after_save<L> || listener_names_end<L>,
+                "runhooks: a checkpoint listener defines none of begin, before_save, after_save, "
+                "end; the listener type is named in this instantiation.");
+  static constexpr bool value = true;
+};
+
+inline double system_seconds() noexcept {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace detail
+
+// Saves a checkpoint of a Checkpointable backend (see checkpointable.hpp) into checkpoint_dir,
+// with TensorFlow's algorithm:
+//   begin()                  creates checkpoint_dir if missing and checks that it can be
+//                            written (a CheckpointError here, at session creation, not hours
+//                            later), reads the state file (retention continues from it);
+//   after_create_session()   saves at the current global step (also after every recovery);
+//   after_run()              saves when the timer triggers for the global step after the step
+//                            (every save_steps steps, or save_secs seconds, since the last save);
+//   end()                    saves the last step unless it was just saved, then every listener's end.
+// TensorFlow's hook fetches the stale global step and re-reads it before deciding; runhooks reads
+// global_step() after the step, which is what the re-read gives, so the steps are TensorFlow's.
+//
+// A Snapshottable backend is saved asynchronously (unless async_save is false): the step that
+// triggers a save pays for backend.snapshot() and for starting a thread; the thread writes and
+// commits. At most one save is in flight: the next waits for it, or is skipped with a log line
+// (when_save_in_flight). A background error is raised by the next run() (from after_run) or by
+// close() (from end()), once; end() waits for the last save. A save that fails leaves the state
+// file and the checkpoints it names as they were.
+//
+// Per step: with save_steps, one load of the next save step and one compare with the global step,
+// as StopAtStepHook; with save_secs, one call that reads the clock (as TensorFlow does).
+// C is the clock of save_secs; a clock other than SteadyClock (ManualClock in tests) also dates
+// the checkpoints, as TensorFlow's mocked time.time() does.
+template <Clock C = SteadyClock, class... Listeners>
+class CheckpointSaverHook {
+ public:
+  explicit CheckpointSaverHook(const CheckpointSaverOptions& options, Listeners... listeners)
+      : CheckpointSaverHook(options, C{}, std::move(listeners)...) {}
+
+  CheckpointSaverHook(const CheckpointSaverOptions& options, C clock, Listeners... listeners)
+      : manager_({.checkpoint_dir = std::filesystem::path(options.validate().checkpoint_dir),
+                  .basename = std::string(options.basename),
+                  .max_to_keep = options.max_to_keep,
+                  .keep_checkpoint_every_n_hours = options.keep_checkpoint_every_n_hours}),
+        timer_(TimerOptions{.every_secs = options.save_secs, .every_steps = options.save_steps},
+               std::move(clock)),
+        listeners_(std::move(listeners)...),
+        save_steps_(options.save_steps.value_or(0)),
+        async_(options.async_save),
+        skip_when_busy_(options.when_save_in_flight == WhenSaveInFlight::skip) {}
+
+  // Moving waits for a save in flight (its thread refers to this object); its outcome moves along.
+  CheckpointSaverHook(CheckpointSaverHook&& other)
+      : manager_((other.join_in_flight(), std::move(other.manager_))),
+        timer_(std::move(other.timer_)),
+        listeners_(std::move(other.listeners_)),
+        next_check_(other.next_check_.load(std::memory_order_relaxed)),
+        save_steps_(other.save_steps_),
+        async_(other.async_),
+        skip_when_busy_(other.skip_when_busy_),
+        last_saved_step_(other.last_saved_step_),
+        in_flight_(std::move(other.in_flight_)) {}
+  CheckpointSaverHook& operator=(CheckpointSaverHook&&) = delete;
+
+  // A save still in flight is waited for; its error, which no run() or close() can raise any
+  // more, is logged.
+  ~CheckpointSaverHook() {
+    join_in_flight();
+    if (in_flight_ && in_flight_->error)
+      log(Severity::warning, "runhooks: CheckpointSaverHook: a background save failed after the "
+                             "last run() and no close() raised it: " +
+                                 describe(in_flight_->error));
+  }
+
+  void begin() {
+    manager_.open(wall_now());
+    std::apply([](auto&... l) { (call_begin(l), ...); }, listeners_);
+  }
+
+  template <class Backend>
+  void after_create_session(Backend& session) {
+    static_assert(HasGlobalStep<Backend>,
+                  "runhooks::CheckpointSaverHook needs a backend with `std::int64_t global_step() "
+                  "const`; the backend type is named in this instantiation.");
+    static_assert(detail::check_checkpointable_for_saver<Backend>::value);
+    static_assert((... && detail::check_listener<Listeners, Backend>::value));
+    if constexpr (HasGlobalStep<Backend> && Checkpointable<Backend>) {
+      finish_in_flight(session, /*wait=*/true);
+      const auto step = static_cast<std::int64_t>(session.global_step());
+      save(session, step);  // TensorFlow ignores a listener's stop request here too
+      timer_.update_last_triggered_step(step);
+      rearm();
+    }
+  }
+
+  template <class Ctx, class Values>
+  void after_run(Ctx& run_context, const Values&) {
+    using Backend = std::remove_cvref_t<decltype(run_context.session())>;
+    if constexpr (HasGlobalStep<Backend> && Checkpointable<Backend>) {
+      const std::int64_t step = detail::global_step_of(run_context);
+      if (step >= next_check_.load(std::memory_order_relaxed)) [[unlikely]] {
+        if (on_trigger(run_context.session(), step)) run_context.request_stop();
+      }
+    }
+  }
+
+  template <class Backend>
+  void end(Backend& session) {
+    if constexpr (HasGlobalStep<Backend> && Checkpointable<Backend>) {
+      finish_in_flight(session, /*wait=*/true);
+      const auto last_step = static_cast<std::int64_t>(session.global_step());
+      if (last_step != last_saved_step_) save_now(session, last_step);
+      std::apply([&](auto&... l) { (call_end(l, session, last_step), ...); }, listeners_);
+    }
+  }
+
+  // The checkpoints the state file names, oldest first. Not while a save is in flight.
+  const std::vector<CheckpointEntry>& checkpoints() const noexcept { return manager_.checkpoints(); }
+  const CheckpointManager& manager() const noexcept { return manager_; }
+  std::optional<std::int64_t> last_saved_step() const noexcept { return last_saved_step_; }
+  bool save_in_flight() const noexcept { return in_flight_ != nullptr; }
+  // The listeners, in the order given.
+  std::tuple<Listeners...>& listeners() noexcept { return listeners_; }
+  C& clock() noexcept { return timer_.clock(); }
+
+ private:
+  static constexpr std::int64_t always = std::numeric_limits<std::int64_t>::min();
+
+  struct InFlight {
+    std::thread thread;
+    std::int64_t step = 0;
+    bool done = false;            // under mutex_
+    std::exception_ptr error;     // under mutex_ until done
+  };
+
+  static std::string describe(const std::exception_ptr& error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      return e.what();
+    } catch (...) {
+      return "an exception not derived from std::exception";
+    }
+  }
+
+  double wall_now() {
+    if constexpr (std::is_same_v<C, SteadyClock>)
+      return detail::system_seconds();
+    else
+      return static_cast<double>(timer_.clock().now());
+  }
+
+  template <class L>
+  static void call_begin(L& listener) {
+    if constexpr (ListenerHasBegin<L>) listener.begin();
+  }
+  template <class L, class Backend>
+  static void call_before_save(L& listener, Backend& session, std::int64_t step) {
+    if constexpr (ListenerHasBeforeSave<L, Backend>) listener.before_save(session, step);
+  }
+  template <class L, class Backend>
+  static bool call_after_save(L& listener, Backend& session, std::int64_t step) {
+    if constexpr (ListenerHasAfterSave<L, Backend>) {
+      if constexpr (std::is_void_v<decltype(listener.after_save(session, step))>) {
+        listener.after_save(session, step);
+      } else if (listener.after_save(session, step)) {
+        log(Severity::info, "runhooks: a checkpoint listener requested that training be stopped "
+                            "(after the save of step " + std::to_string(step) + ").");
+        return true;
+      }
+    }
+    return false;
+  }
+  template <class L, class Backend>
+  static void call_end(L& listener, Backend& session, std::int64_t step) {
+    if constexpr (ListenerHasEnd<L, Backend>) listener.end(session, step);
+  }
+
+  // Every listener's after_save, none skipped; true if any asked to stop.
+  template <class Backend>
+  bool after_save(Backend& session, std::int64_t step) {
+    return std::apply(
+        [&](auto&... l) { return (false | ... | call_after_save(l, session, step)); }, listeners_);
+  }
+
+  // The rare path of after_run: collect a finished background save, then TensorFlow's trigger.
+  template <class Backend>
+  [[gnu::noinline]] bool on_trigger(Backend& session, std::int64_t step) {
+    bool stop = finish_in_flight(session, /*wait=*/false);
+    if (timer_.should_trigger_for_step(step)) {
+      if (in_flight_ && skip_when_busy_) {
+        log(Severity::warning, "runhooks: CheckpointSaverHook skipped the checkpoint of step " +
+                                   std::to_string(step) + ": the save of step " +
+                                   std::to_string(in_flight_->step) + " is still being written.");
+        timer_.update_last_triggered_step(step);
+      } else {
+        stop = finish_in_flight(session, /*wait=*/true) || stop;
+        timer_.update_last_triggered_step(step);
+        stop = save(session, step) || stop;
+      }
+    }
+    rearm();
+    return stop;
+  }
+
+  // Sets the step at which after_run next looks: the next save step with save_steps, every step
+  // with save_secs, or at once when a background save has finished.
+  void rearm() {
+    std::int64_t next = always;
+    if (save_steps_ > 0 && timer_.last_triggered_step())
+      next = detail::saturating_add(*timer_.last_triggered_step(), save_steps_);
+    std::lock_guard lock(mutex_);
+    if (in_flight_ && in_flight_->done) next = always;
+    next_check_.store(next, std::memory_order_relaxed);
+  }
+
+  template <class Backend>
+  bool save(Backend& session, std::int64_t step) {
+    if constexpr (Snapshottable<Backend>) {
+      if (async_) {
+        std::apply([&](auto&... l) { (call_before_save(l, session, step), ...); }, listeners_);
+        start_async(session.snapshot(), step, wall_now());
+        last_saved_step_ = step;
+        return false;  // after_save once the write is done
+      }
+    }
+    return save_now(session, step);
+  }
+
+  template <class Backend>
+  bool save_now(Backend& session, std::int64_t step) {
+    std::apply([&](auto&... l) { (call_before_save(l, session, step), ...); }, listeners_);
+    const std::filesystem::path prefix =
+        manager_.save(step, wall_now(), [&](const std::filesystem::path& p) { session.save(p); });
+    log(Severity::info, "runhooks: saved checkpoint " + prefix.string());
+    last_saved_step_ = step;
+    return after_save(session, step);
+  }
+
+  template <class Snapshot>
+  void start_async(Snapshot snapshot, std::int64_t step, double timestamp) {
+    auto in_flight = std::make_unique<InFlight>();
+    in_flight->step = step;
+    InFlight* record = in_flight.get();
+    in_flight->thread = std::thread(
+        [this, record, step, timestamp, snapshot = std::move(snapshot)]() mutable {
+          std::exception_ptr error;
+          try {
+            const std::filesystem::path prefix = manager_.save(
+                step, timestamp, [&](const std::filesystem::path& p) { snapshot.write(p); });
+            log(Severity::info, "runhooks: saved checkpoint " + prefix.string());
+          } catch (...) {
+            error = std::current_exception();
+          }
+          std::lock_guard lock(mutex_);
+          record->error = error;
+          record->done = true;
+          next_check_.store(always, std::memory_order_relaxed);  // the next after_run collects it
+        });
+    in_flight_ = std::move(in_flight);
+  }
+
+  // Collects a background save: joins it (waiting if `wait`, else only if it is done), raises its
+  // error, or calls every listener's after_save. True if a listener asked to stop.
+  template <class Backend>
+  bool finish_in_flight(Backend& session, bool wait) {
+    if (!in_flight_) return false;
+    if (!wait) {
+      std::lock_guard lock(mutex_);
+      if (!in_flight_->done) return false;
+    }
+    in_flight_->thread.join();
+    const std::unique_ptr<InFlight> done = std::move(in_flight_);
+    if (done->error) std::rethrow_exception(done->error);
+    return after_save(session, done->step);
+  }
+
+  void join_in_flight() noexcept {
+    if (in_flight_ && in_flight_->thread.joinable()) in_flight_->thread.join();
+  }
+
+  CheckpointManager manager_;
+  SecondOrStepTimer<C> timer_;
+  [[no_unique_address]] std::tuple<Listeners...> listeners_;
+  // The per-step check: after_run looks further only at or past this global step. Atomic because
+  // a background save that finished sets it to `always`.
+  std::atomic<std::int64_t> next_check_{always};
+  std::int64_t save_steps_;  // 0 with save_secs
+  bool async_;
+  bool skip_when_busy_;
+  std::optional<std::int64_t> last_saved_step_;
+  std::unique_ptr<InFlight> in_flight_;
+  std::mutex mutex_;
+};
+
+}  // namespace runhooks

@@ -1,0 +1,277 @@
+// CheckpointManager: TensorFlow's names and retention (Saver's max_to_keep and
+// keep_checkpoint_every_n_hours), the atomic commit, retention across restarts, re-saving a step
+// the state already names, and the clean-up of what a killed save leaves. Killing real processes
+// mid-save is tests/checkpoint_faults.cpp.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <runhooks/checkpoint/checkpoint_manager.hpp>
+
+#include <support/checkpoint_backends.hpp>
+
+using ckpt::TempDir;
+using runhooks::CheckpointError;
+using runhooks::CheckpointManager;
+using runhooks::CheckpointManagerOptions;
+using Names = std::vector<std::string>;
+
+namespace {
+
+// Writes <prefix>.arrays holding `step`, as CheckpointedBackend does.
+auto writer(std::int64_t step) {
+  return [step](const std::filesystem::path& prefix) {
+    runhooks::FlatArrayWriter out(prefix.string() + ".arrays");
+    out.add("global_step", step);
+    out.close();
+  };
+}
+
+void save(CheckpointManager& manager, std::int64_t step, double timestamp = 1000.0) {
+  manager.save(step, timestamp, writer(step));
+}
+
+Names arrays_files(const TempDir& dir) {
+  Names names;
+  for (const std::string& name : ckpt::files_in(dir.path))
+    if (name != "checkpoint") names.push_back(name);
+  return names;
+}
+
+void put_text(const std::filesystem::path& file, const std::string& text) {
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << text;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint manager: TensorFlow's names, and nothing else left in the directory") {
+  TempDir dir;
+  CheckpointManager manager({.checkpoint_dir = dir.path});
+  manager.open(1000.0);
+  CHECK(manager.prefix_for(100) == dir / "model.ckpt-100");
+  save(manager, 0);
+  save(manager, 100);
+  CHECK(ckpt::files_in(dir.path) ==
+        Names{"checkpoint", "model.ckpt-0.arrays", "model.ckpt-100.arrays"});
+  CHECK(ckpt::named_checkpoints(dir.path) == Names{"model.ckpt-0", "model.ckpt-100"});
+  CHECK(runhooks::latest_checkpoint(dir.path) == dir / "model.ckpt-100");
+  CHECK(ckpt::latest_step(dir.path) == 100);
+  CHECK(manager.latest() == dir / "model.ckpt-100");
+}
+
+TEST_CASE("checkpoint manager: max_to_keep keeps the newest saves and deletes the others") {
+  TempDir dir;
+  CheckpointManager manager({.checkpoint_dir = dir.path, .max_to_keep = 3});
+  for (std::int64_t step = 0; step < 8; ++step) save(manager, step, 1000.0 + static_cast<double>(step));
+  CHECK(ckpt::named_checkpoints(dir.path) == Names{"model.ckpt-5", "model.ckpt-6", "model.ckpt-7"});
+  CHECK(arrays_files(dir) == Names{"model.ckpt-5.arrays", "model.ckpt-6.arrays", "model.ckpt-7.arrays"});
+  const auto state = runhooks::read_checkpoint_state(dir.path);
+  CHECK(state->all_model_checkpoint_timestamps == std::vector<double>{1005.0, 1006.0, 1007.0});
+  CHECK_FALSE(state->last_preserved_timestamp);  // only with keep_checkpoint_every_n_hours
+}
+
+TEST_CASE("checkpoint manager: the default keeps 5") {
+  TempDir dir;
+  CheckpointManager manager({.checkpoint_dir = dir.path});
+  for (std::int64_t step = 0; step < 7; ++step) save(manager, step);
+  CHECK(ckpt::named_checkpoints(dir.path).size() == 5);
+  CHECK(arrays_files(dir).size() == 5);
+}
+
+TEST_CASE("checkpoint manager: max_to_keep = 0 keeps every file, the state names only the latest") {
+  // TensorFlow's Saver with max_to_keep=0 (or None): nothing deleted, last_checkpoints empty,
+  // so the state file's list holds model_checkpoint_path alone.
+  TempDir dir;
+  CheckpointManager manager({.checkpoint_dir = dir.path, .max_to_keep = 0});
+  for (std::int64_t step = 0; step < 7; ++step) save(manager, step);
+  CHECK(ckpt::named_checkpoints(dir.path) == Names{"model.ckpt-6"});
+  CHECK(arrays_files(dir).size() == 7);
+}
+
+TEST_CASE("checkpoint manager: keep_checkpoint_every_n_hours, as TensorFlow's Saver") {
+  // Saver: the mark starts at the saver's creation + N hours; each checkpoint leaving the
+  // max_to_keep window is kept (no longer named) if dated after the mark, which then moves on by
+  // N hours. Saves every 1000 s from t = 0, N = 1 h, max_to_keep = 2: the windows drop the saves
+  // at 0, 1000, 2000, 3000 (deleted), 4000 (> 3600: kept, mark 7200), 5000..7000 (deleted),
+  // 8000 (> 7200: kept, mark 10800).
+  TempDir dir;
+  CheckpointManager manager(
+      {.checkpoint_dir = dir.path, .max_to_keep = 2, .keep_checkpoint_every_n_hours = 1.0});
+  manager.open(0.0);
+  for (std::int64_t step = 0; step <= 10; ++step) save(manager, step, 1000.0 * static_cast<double>(step));
+  CHECK(ckpt::named_checkpoints(dir.path) == Names{"model.ckpt-9", "model.ckpt-10"});
+  CHECK(arrays_files(dir) == Names{"model.ckpt-10.arrays", "model.ckpt-4.arrays",
+                                   "model.ckpt-8.arrays", "model.ckpt-9.arrays"});
+  CHECK(runhooks::read_checkpoint_state(dir.path)->last_preserved_timestamp == 7200.0);
+}
+
+TEST_CASE("checkpoint manager: retention carries on after a restart (the state file is the record)") {
+  TempDir dir;
+  {
+    CheckpointManager first({.checkpoint_dir = dir.path, .max_to_keep = 3});
+    for (std::int64_t step = 0; step < 4; ++step) save(first, step);
+  }
+  CHECK(arrays_files(dir) == Names{"model.ckpt-1.arrays", "model.ckpt-2.arrays", "model.ckpt-3.arrays"});
+  CheckpointManager second({.checkpoint_dir = dir.path, .max_to_keep = 3});
+  second.open(2000.0);
+  CHECK(second.checkpoints().size() == 3);
+  save(second, 4);
+  save(second, 5);
+  CHECK(ckpt::named_checkpoints(dir.path) == Names{"model.ckpt-3", "model.ckpt-4", "model.ckpt-5"});
+  CHECK(arrays_files(dir) == Names{"model.ckpt-3.arrays", "model.ckpt-4.arrays", "model.ckpt-5.arrays"});
+
+  SUBCASE("a smaller max_to_keep after the restart drops all the excess at the next save") {
+    CheckpointManager third({.checkpoint_dir = dir.path, .max_to_keep = 1});
+    save(third, 6);
+    CHECK(arrays_files(dir) == Names{"model.ckpt-6.arrays"});
+  }
+  SUBCASE("the keep_checkpoint_every_n_hours mark survives too") {
+    CheckpointManager third({.checkpoint_dir = dir.path, .keep_checkpoint_every_n_hours = 2.0});
+    third.open(5000.0);
+    save(third, 6, 5000.0);
+    CHECK(runhooks::read_checkpoint_state(dir.path)->last_preserved_timestamp == 5000.0);
+    CheckpointManager fourth({.checkpoint_dir = dir.path, .keep_checkpoint_every_n_hours = 2.0});
+    fourth.open(9000.0);  // later: the mark read from the state file, not this `now`
+    save(fourth, 7, 9000.0);
+    CHECK(runhooks::read_checkpoint_state(dir.path)->last_preserved_timestamp == 5000.0);
+  }
+}
+
+TEST_CASE("checkpoint manager: re-saving a step the state names replaces it, never unnamed") {
+  // After a restore at step 3 the creation save writes model.ckpt-3 again.
+  TempDir dir;
+  CheckpointManager manager({.checkpoint_dir = dir.path});
+  save(manager, 2);
+  save(manager, 3);
+  manager.save(3, 1001.0, [](const std::filesystem::path& prefix) {
+    runhooks::FlatArrayWriter out(prefix.string() + ".arrays");
+    out.add("global_step", std::int64_t{33});
+    out.close();
+  });
+  CHECK(ckpt::named_checkpoints(dir.path) == Names{"model.ckpt-2", "model.ckpt-3"});
+  CHECK(ckpt::step_in(dir / "model.ckpt-3") == 33);
+  CHECK(arrays_files(dir) == Names{"model.ckpt-2.arrays", "model.ckpt-3.arrays"});
+  // An older step named again moves to the end: it is the latest save (TensorFlow's Saver).
+  save(manager, 2);
+  CHECK(ckpt::named_checkpoints(dir.path) == Names{"model.ckpt-3", "model.ckpt-2"});
+  CHECK(runhooks::latest_checkpoint(dir.path) == dir / "model.ckpt-2");
+}
+
+TEST_CASE("checkpoint manager: a save that fails leaves the state and its checkpoints as they were") {
+  TempDir dir;
+  CheckpointManager manager({.checkpoint_dir = dir.path});
+  save(manager, 1);
+  const std::string state_before = ckpt::read_text(dir / "checkpoint");
+  SUBCASE("the backend throws after writing part of it") {
+    CHECK_THROWS_WITH_AS(
+        manager.save(2, 1000.0,
+                     [](const std::filesystem::path& prefix) {
+                       runhooks::FlatArrayWriter out(prefix.string() + ".arrays");
+                       out.add("global_step", std::int64_t{2});
+                       throw std::runtime_error("disk on fire");
+                     }),
+        ("runhooks: saving checkpoint '" + (dir / "model.ckpt-2").string() +
+         "' failed: disk on fire").c_str(),
+        CheckpointError);
+  }
+  SUBCASE("the backend writes nothing") {
+    CHECK_THROWS_WITH_AS(manager.save(2, 1000.0, [](const std::filesystem::path&) {}),
+                         doctest::Contains("wrote no file whose name starts with that prefix"),
+                         CheckpointError);
+  }
+  SUBCASE("a file name the prefix rule cannot tell from another checkpoint's") {
+    CHECK_THROWS_WITH_AS(manager.save(2, 1000.0,
+                                      [](const std::filesystem::path& prefix) {
+                                        put_text(prefix.string() + "0.bin", "x");
+                                      }),
+                         doctest::Contains("the prefix followed by a non-digit"), CheckpointError);
+  }
+  CHECK(ckpt::read_text(dir / "checkpoint") == state_before);
+  CHECK(ckpt::files_in(dir.path) == Names{"checkpoint", "model.ckpt-1.arrays"});
+  CHECK(ckpt::latest_step(dir.path) == 1);
+}
+
+TEST_CASE("checkpoint manager: open() removes what a killed save left") {
+  TempDir dir;
+  {
+    CheckpointManager manager({.checkpoint_dir = dir.path, .max_to_keep = 2});
+    save(manager, 1);
+    save(manager, 2);
+  }
+  const std::string token = "0123456789abcdef";
+  // Killed after linking step 3's files, before the state named them.
+  put_text(dir / (".model.ckpt-3.tmp-" + token + ".arrays"), "partial");
+  std::filesystem::create_hard_link(dir / (".model.ckpt-3.tmp-" + token + ".arrays"),
+                                    dir / "model.ckpt-3.arrays");
+  // Killed while the backend was writing step 4.
+  put_text(dir / (".model.ckpt-4.tmp-fedcba9876543210.arrays"), "partial");
+  // Killed after the state stopped naming step 1, before its files were deleted.
+  auto state = *runhooks::read_checkpoint_state(dir.path);
+  state.pending_deletions = {"model.ckpt-0"};
+  runhooks::write_checkpoint_state(dir.path, state);
+  put_text(dir / "model.ckpt-0.arrays", "old");
+  // A temporary state file and a write probe.
+  put_text(dir / "checkpoint.tmp-0123456789abcdef", "half");
+  put_text(dir / ".runhooks-probe-0123456789abcdef", "x");
+  // Not ours: kept.
+  put_text(dir / "notes.txt", "mine");
+  put_text(dir / "model.ckpt-7.arrays", "an unnamed checkpoint (kept every n hours?)");
+
+  CheckpointManager manager({.checkpoint_dir = dir.path, .max_to_keep = 2});
+  manager.open(1000.0);
+  CHECK(ckpt::files_in(dir.path) == Names{"checkpoint", "model.ckpt-1.arrays", "model.ckpt-2.arrays",
+                                          "model.ckpt-7.arrays", "notes.txt"});
+}
+
+TEST_CASE("checkpoint manager: a staging copy the state names (killed while replacing) is kept") {
+  TempDir dir;
+  const std::string stage = ".model.ckpt-3.tmp-0123456789abcdef";
+  runhooks::FlatArrayWriter out(dir / (stage + ".arrays"));
+  out.add("global_step", std::int64_t{3});
+  out.close();
+  runhooks::write_checkpoint_state(
+      dir.path, {.model_checkpoint_path = stage,
+                 .all_model_checkpoint_paths = {stage},
+                 .all_model_checkpoint_timestamps = {1.0},
+                 .last_preserved_timestamp = std::nullopt,
+                 .pending_deletions = {"model.ckpt-3"}});
+  put_text(dir / "model.ckpt-3.arrays", "half-replaced");
+  CheckpointManager manager({.checkpoint_dir = dir.path});
+  manager.open(1000.0);
+  CHECK(ckpt::files_in(dir.path) == Names{stage + ".arrays", "checkpoint"});
+  CHECK(ckpt::latest_step(dir.path) == 3);
+  save(manager, 3);  // the next save at that step takes its proper name back
+  CHECK(ckpt::files_in(dir.path) == Names{"checkpoint", "model.ckpt-3.arrays"});
+  CHECK(ckpt::named_checkpoints(dir.path) == Names{"model.ckpt-3"});
+}
+
+TEST_CASE("checkpoint manager: bad options and unusable directories") {
+  TempDir dir;
+  CHECK_THROWS_WITH_AS(CheckpointManager({.checkpoint_dir = dir.path, .basename = "a/b"}),
+                       doctest::Contains("got 'a/b'"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(CheckpointManager({.checkpoint_dir = dir.path, .basename = "checkpoint"}),
+                       doctest::Contains("not 'checkpoint'"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(CheckpointManager({.checkpoint_dir = dir.path, .max_to_keep = -1}),
+                       "runhooks: max_to_keep must be at least 0, got -1.", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      CheckpointManager({.checkpoint_dir = dir.path, .keep_checkpoint_every_n_hours = 0.0}),
+      doctest::Contains("keep_checkpoint_every_n_hours must be greater than 0"),
+      std::invalid_argument);
+  CHECK_THROWS_AS(CheckpointManager({.checkpoint_dir = ""}), std::invalid_argument);
+
+  put_text(dir / "file", "a regular file");
+  CheckpointManager through_file({.checkpoint_dir = dir / "file" / "ckpt"});
+  CHECK_THROWS_WITH_AS(through_file.open(0.0),
+                       doctest::Contains(("cannot create the checkpoint directory '" +
+                                          (dir / "file" / "ckpt").string() + "'")
+                                             .c_str()),
+                       CheckpointError);
+  CheckpointManager created({.checkpoint_dir = dir / "a" / "b" / "c"});
+  created.open(0.0);
+  CHECK(std::filesystem::is_directory(dir / "a" / "b" / "c"));
+}
