@@ -1,0 +1,235 @@
+// TorchBackend: a libtorch classifier trained by mini-batch gradient descent, one optimizer step
+// per run(), as a runhooks backend: global step, lazily converted loss and accuracy fetches, and
+// checkpoints of model, optimizer and step.
+#pragma once
+
+#include <runhooks/detail/config.hpp>
+
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/module.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+#include <torch/types.h>
+#include <torch/utils.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#if __has_include(<fcntl.h>) && __has_include(<unistd.h>)
+#include <fcntl.h>
+#include <unistd.h>
+#define RUNHOOKS_TORCH_FSYNC 1
+#else
+#define RUNHOOKS_TORCH_FSYNC 0
+#endif
+
+#include <runhooks/session_run_args.hpp>
+#include <runhooks/torch/tensor_batches.hpp>
+
+namespace runhooks {
+
+// What hooks may fetch from a TorchBackend: the mean loss and the fraction of rows classified
+// right, both of the batch the last step trained on (computed before its update).
+struct BatchLoss : Key<float> {};
+struct BatchAccuracy : Key<float> {};
+
+// The default loss: cross-entropy of class logits [B, C] against class indices [B].
+struct CrossEntropyLoss {
+  torch::Tensor operator()(const torch::Tensor& logits, const torch::Tensor& targets) const {
+    return torch::nn::functional::cross_entropy(logits, targets);
+  }
+};
+
+// A backend that trains Model (a torch::nn module holder, e.g. torch::nn::Sequential, whose
+// forward(Tensor) returns class logits [B, C]) with Optimizer (e.g. torch::optim::SGD, made here
+// from the model's parameters and the extra constructor arguments) on the batches of a
+// TensorBatches.
+//
+//   run():          one step: forward on the step's batch, LossFn, backward, Optimizer::step,
+//                   then the global step + 1. The loss and the logits stay tensors; nothing
+//                   leaves libtorch's tensors, so a step never waits for a device (on a GPU,
+//                   .item() is a synchronization).
+//   fetch(BatchLoss), fetch(BatchAccuracy):
+//                   convert those tensors with .item(), only when a hook's fetch is switched on
+//                   for this step; the accuracy (argmax, compare, mean) is computed only then.
+//                   item_calls() counts every .item() the backend made.
+//   save(prefix):   one file, prefix + ".pt": a torch archive of the model ("model"), the
+//                   optimizer's state ("optimizer") and the global step ("global_step"), as
+//                   torch::save would write each, written to prefix + ".pt.tmp", synced and
+//                   renamed, so prefix + ".pt" is complete whenever it exists.
+//   restore(prefix): reads that file back into this backend's model and optimizer (same
+//                   architecture and optimizer type) and its global step.
+//
+// The batch of a step depends only on the TensorBatches seed and the global step, so a restored
+// backend trains on the batches an uninterrupted one would have. Small models train fastest on
+// one thread: call torch::set_num_threads(1) (libtorch's OpenMP pool spins on a busy machine).
+template <class Model, class Optimizer, class LossFn = CrossEntropyLoss>
+class TorchBackend {
+ public:
+  template <class... OptimizerArgs>
+  TorchBackend(Model model, TensorBatches batches, OptimizerArgs&&... optimizer_args)
+      : model_(std::move(model)),
+        optimizer_(std::make_unique<Optimizer>(model_->parameters(),
+                                               std::forward<OptimizerArgs>(optimizer_args)...)),
+        batches_(std::move(batches)) {
+    model_->train();
+  }
+
+  void run() {
+    auto [inputs, targets] = batches_.batch(global_step_);
+    optimizer_->zero_grad();
+    torch::Tensor logits = model_->forward(inputs);
+    torch::Tensor loss = loss_fn_(logits, targets);
+    loss.backward();
+    optimizer_->step();
+    loss_ = loss.detach();
+    logits_ = logits.detach();
+    targets_ = std::move(targets);
+    ++global_step_;
+  }
+
+  std::int64_t global_step() const noexcept { return global_step_; }
+
+  float fetch(BatchLoss) const {
+    if (!loss_.defined()) return std::numeric_limits<float>::quiet_NaN();
+    return item(loss_);
+  }
+  float fetch(BatchAccuracy) const {
+    if (!logits_.defined()) return std::numeric_limits<float>::quiet_NaN();
+    return item(logits_.argmax(1).eq(targets_).to(torch::kFloat).mean());
+  }
+
+  // The fraction of `inputs` rows whose predicted class is `targets`, in eval mode, without
+  // gradients. One .item().
+  float accuracy(const torch::Tensor& inputs, const torch::Tensor& targets) {
+    const torch::NoGradGuard no_grad;
+    model_->eval();
+    struct TrainAgain {
+      Model& model;
+      ~TrainAgain() { model->train(); }
+    } train_again{model_};
+    return item(model_->forward(inputs).argmax(1).eq(targets).to(torch::kFloat).mean());
+  }
+
+  void save(const std::filesystem::path& prefix) const {
+    torch::serialize::OutputArchive archive;
+    torch::serialize::OutputArchive model_archive;
+    model_->save(model_archive);
+    archive.write("model", model_archive);
+    torch::serialize::OutputArchive optimizer_archive;
+    optimizer_->save(optimizer_archive);
+    archive.write("optimizer", optimizer_archive);
+    archive.write("global_step", c10::IValue(global_step_));
+    const std::filesystem::path file = checkpoint_file(prefix);
+    std::filesystem::path temporary = file;
+    temporary += ".tmp";
+    archive.save_to(temporary.string());
+    sync(temporary);
+    std::filesystem::rename(temporary, file);
+  }
+
+  void restore(const std::filesystem::path& prefix) {
+    torch::serialize::InputArchive archive;
+    archive.load_from(checkpoint_file(prefix).string());
+    torch::serialize::InputArchive model_archive;
+    archive.read("model", model_archive);
+    // Module::load would give a parameter of another shape to the model silently (Tensor::set_).
+    check_shapes(*model_, model_archive, checkpoint_file(prefix).string(), "");
+    model_->load(model_archive);
+    torch::serialize::InputArchive optimizer_archive;
+    archive.read("optimizer", optimizer_archive);
+    optimizer_->load(optimizer_archive);
+    c10::IValue step;
+    archive.read("global_step", step);
+    global_step_ = step.toInt();
+    loss_ = logits_ = targets_ = torch::Tensor();
+  }
+
+  // The file save(prefix) writes.
+  static std::filesystem::path checkpoint_file(const std::filesystem::path& prefix) {
+    std::filesystem::path file = prefix;
+    file += ".pt";
+    return file;
+  }
+
+  // How many tensors this backend converted with .item() (fetches and accuracy()).
+  std::int64_t item_calls() const noexcept { return item_calls_; }
+
+  Model& model() noexcept { return model_; }
+  Optimizer& optimizer() noexcept { return *optimizer_; }
+  TensorBatches& batches() noexcept { return batches_; }
+
+ private:
+  float item(const torch::Tensor& scalar) const {
+    ++item_calls_;
+    return scalar.item<float>();
+  }
+
+  // Throws unless every parameter and buffer of `module` is in `archive` with its shape and type.
+  static void check_shapes(const torch::nn::Module& module,
+                           torch::serialize::InputArchive& archive, const std::string& file,
+                           const std::string& path) {
+    const auto check = [&](const std::string& name, const torch::Tensor& mine, bool is_buffer) {
+      torch::Tensor stored;
+      if (!archive.try_read(name, stored, is_buffer))
+        throw std::runtime_error("runhooks::TorchBackend::restore: " + file + " has no " +
+                                 path + name);
+      if (stored.sizes() != mine.sizes() || stored.scalar_type() != mine.scalar_type())
+        throw std::runtime_error(
+            "runhooks::TorchBackend::restore: " + file + " holds " + path + name + " as " +
+            describe(stored) + ", the model has " + describe(mine) + " (another architecture?)");
+    };
+    for (const auto& item : module.named_parameters(/*recurse=*/false))
+      check(item.key(), item.value(), false);
+    for (const auto& item : module.named_buffers(/*recurse=*/false))
+      check(item.key(), item.value(), true);
+    for (const auto& child : module.named_children()) {
+      torch::serialize::InputArchive child_archive;
+      if (!archive.try_read(child.key(), child_archive))
+        throw std::runtime_error("runhooks::TorchBackend::restore: " + file + " has no module " +
+                                 path + child.key());
+      check_shapes(*child.value(), child_archive, file, path + child.key() + ".");
+    }
+  }
+
+  static std::string describe(const torch::Tensor& tensor) {
+    std::string text = c10::toString(tensor.scalar_type());
+    text += '[';
+    for (std::size_t i = 0; i < tensor.sizes().size(); ++i)
+      text += (i > 0 ? ", " : "") + std::to_string(tensor.sizes()[i]);
+    return text + ']';
+  }
+
+  static void sync([[maybe_unused]] const std::filesystem::path& file) {
+#if RUNHOOKS_TORCH_FSYNC
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || ::fsync(fd) != 0) {
+      const std::error_code error(errno, std::generic_category());
+      if (fd >= 0) ::close(fd);
+      throw std::filesystem::filesystem_error("runhooks::TorchBackend: cannot sync checkpoint",
+                                              file, error);
+    }
+    ::close(fd);
+#endif
+  }
+
+  Model model_;
+  std::unique_ptr<Optimizer> optimizer_;  // holds the model's parameters: made from model_
+  TensorBatches batches_;
+  [[no_unique_address]] LossFn loss_fn_;
+  std::int64_t global_step_ = 0;
+  torch::Tensor loss_;     // of the last step's batch, detached; converted only by a fetch
+  torch::Tensor logits_;   // of the last step's batch, detached
+  torch::Tensor targets_;  // the last step's targets
+  mutable std::int64_t item_calls_ = 0;
+};
+
+}  // namespace runhooks
+
+#undef RUNHOOKS_TORCH_FSYNC

@@ -1,0 +1,240 @@
+// TorchBackend and TensorBatches: fetches convert tensors only on the steps a hook switched them
+// on (counted .item() calls), checkpoints restore a backend that continues bit for bit as the
+// uninterrupted one, and the batch of a step depends on the seed and the step alone.
+#include <runhooks/core.hpp>
+#include <runhooks/torch/tensor_batches.hpp>
+#include <runhooks/torch/torch_backend.hpp>
+
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+#include <torch/utils.h>
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <random>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+namespace fs = std::filesystem;
+using runhooks::BatchAccuracy;
+using runhooks::BatchLoss;
+
+namespace {
+
+using Model = torch::nn::Sequential;
+using Backend = runhooks::TorchBackend<Model, torch::optim::SGD>;
+
+constexpr std::int64_t rows = 200, features = 8, classes = 3;
+
+// A learnable toy problem: the class is which of the first three features is largest.
+runhooks::TensorBatches toy_batches(std::uint64_t seed = 7) {
+  torch::manual_seed(11);
+  torch::Tensor x = torch::randn({rows, features});
+  torch::Tensor y = x.narrow(1, 0, classes).argmax(1);
+  return runhooks::TensorBatches(x, y, /*batch_size=*/16, seed);
+}
+
+Backend make_backend(std::uint64_t seed = 7) {
+  torch::set_num_threads(1);
+  torch::manual_seed(3);  // the same initial weights every time
+  return Backend(Model(torch::nn::Linear(features, 16), torch::nn::ReLU(),
+                       torch::nn::Linear(16, classes)),
+                 toy_batches(seed), torch::optim::SGDOptions(0.1).momentum(0.9));
+}
+
+// Switches its loss and accuracy fetches on every n-th step only, and counts what it received.
+struct EveryNthFetch {
+  std::int64_t n;
+  std::int64_t losses = 0, accuracies = 0;
+  std::optional<float> last_loss{};
+  auto before_run(auto& run_context) const {
+    const bool due = (run_context.session().global_step() + 1) % n == 0;
+    return runhooks::SessionRunArgs{runhooks::fetch<BatchLoss>(due),
+                                    runhooks::fetch<BatchAccuracy>(due)};
+  }
+  void after_run(auto&, const auto& run_values) {
+    if (run_values[BatchLoss{}]) ++losses, last_loss = run_values[BatchLoss{}];
+    if (run_values[BatchAccuracy{}]) ++accuracies;
+  }
+};
+
+struct Silent {
+  void record(std::string_view, double, std::int64_t) {}
+};
+
+std::vector<torch::Tensor> parameters(Backend& backend) {
+  std::vector<torch::Tensor> copies;
+  for (const torch::Tensor& p : backend.model()->parameters()) copies.push_back(p.detach().clone());
+  return copies;
+}
+
+bool bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!torch::equal(a[i], b[i])) return false;
+  return true;
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() /
+           ("runhooks-torch-" + std::to_string(reinterpret_cast<std::uintptr_t>(this)) + "-" +
+            std::to_string(std::random_device{}()));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+};
+
+}  // namespace
+
+static_assert(runhooks::Backend<Backend> && runhooks::HasGlobalStep<Backend>);
+static_assert(runhooks::CanFetch<Backend, BatchLoss> && runhooks::CanFetch<Backend, BatchAccuracy>);
+
+TEST_CASE("silent steps convert no tensor: .item() runs only where a hook switched a fetch on") {
+  SUBCASE("hooks that fetch nothing") {
+    runhooks::MonitoredSession session{make_backend(),
+                                       runhooks::StopAtStepHook({.last_step = 120}),
+                                       runhooks::StepCounterHook({.every_n_steps = 10}, Silent{})};
+    while (!session.should_stop()) session.run();
+    CHECK(session.raw_session().global_step() == 120);
+    CHECK(session.raw_session().item_calls() == 0);
+  }
+  SUBCASE("a hook fetching loss and accuracy every 25th step") {
+    runhooks::MonitoredSession session{make_backend(),
+                                       runhooks::StopAtStepHook({.last_step = 120}),
+                                       EveryNthFetch{.n = 25}};
+    while (!session.should_stop()) session.run();
+    const auto& hook = session.hook<EveryNthFetch>();
+    CHECK(hook.losses == 4);  // steps 25, 50, 75, 100
+    CHECK(hook.accuracies == 4);
+    CHECK(session.raw_session().item_calls() == 8);
+  }
+  SUBCASE("two hooks fetching the same key on the same step: converted once") {
+    runhooks::MonitoredSession session{make_backend(),
+                                       runhooks::StopAtStepHook({.last_step = 100}),
+                                       EveryNthFetch{.n = 10}, EveryNthFetch{.n = 10}};
+    while (!session.should_stop()) session.run();
+    CHECK(session.hook<1>().losses == 10);
+    CHECK(session.hook<2>().losses == 10);
+    CHECK(session.raw_session().item_calls() == 20);
+  }
+  SUBCASE("the caller fetching the loss on every step: one conversion per step") {
+    runhooks::MonitoredSession session{make_backend(),
+                                       runhooks::StopAtStepHook({.last_step = 50})};
+    while (!session.should_stop())
+      session.run(runhooks::SessionRunArgs{runhooks::fetch<BatchLoss>()});
+    CHECK(session.raw_session().item_calls() == 50);
+  }
+}
+
+TEST_CASE("the backend learns: batch loss falls and accuracy on all rows rises") {
+  runhooks::MonitoredSession session{make_backend(), runhooks::StopAtStepHook({.last_step = 300}),
+                                     EveryNthFetch{.n = 10}};
+  Backend& backend = session.raw_session();
+  const runhooks::TensorBatches all = toy_batches();
+  const float before = backend.accuracy(all.inputs(), all.targets());
+  CHECK(backend.model()->is_training());  // accuracy() puts the model back into training mode
+  const float first_loss = session.run(runhooks::SessionRunArgs{runhooks::fetch<BatchLoss>()})
+                               [BatchLoss{}].value();
+  while (!session.should_stop()) session.run();
+  const float after = backend.accuracy(all.inputs(), all.targets());
+  INFO("accuracy " << before << " -> " << after << ", loss " << first_loss << " -> "
+                   << *session.hook<EveryNthFetch>().last_loss);
+  CHECK(after > 0.9f);
+  CHECK(after > before + 0.3f);
+  CHECK(*session.hook<EveryNthFetch>().last_loss < 0.5f * first_loss);
+}
+
+TEST_CASE("fetches before the first step are NaN and convert nothing") {
+  Backend backend = make_backend();
+  CHECK(std::isnan(backend.fetch(BatchLoss{})));
+  CHECK(std::isnan(backend.fetch(BatchAccuracy{})));
+  CHECK(backend.item_calls() == 0);
+}
+
+TEST_CASE("save and restore: a restored backend continues bit for bit as the uninterrupted one") {
+  TempDir dir;
+  const fs::path prefix = dir.path / "model.ckpt-30";
+
+  Backend uninterrupted = make_backend();
+  for (int i = 0; i < 30; ++i) uninterrupted.run();
+  uninterrupted.save(prefix);
+  CHECK(fs::is_regular_file(dir.path / "model.ckpt-30.pt"));
+  CHECK_FALSE(fs::exists(dir.path / "model.ckpt-30.pt.tmp"));
+  for (int i = 0; i < 45; ++i) uninterrupted.run();  // into the next epochs (12 batches each)
+
+  // Different initial weights and a fresh optimizer (no momentum yet): the checkpoint must carry
+  // all of it, and the step, for the batches and the updates to match.
+  torch::manual_seed(99);
+  Backend resumed(Model(torch::nn::Linear(features, 16), torch::nn::ReLU(),
+                        torch::nn::Linear(16, classes)),
+                  toy_batches(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  CHECK_FALSE(bitwise_equal(parameters(resumed), parameters(uninterrupted)));
+  CHECK(resumed.optimizer().state().empty());
+  resumed.restore(prefix);
+  CHECK(resumed.global_step() == 30);
+  CHECK(resumed.optimizer().state().size() == 4);  // a momentum buffer per parameter tensor
+  CHECK(std::isnan(resumed.fetch(BatchLoss{})));  // no step since the restore
+  for (int i = 0; i < 45; ++i) resumed.run();
+  CHECK(resumed.global_step() == 75);
+  CHECK(bitwise_equal(parameters(resumed), parameters(uninterrupted)));
+  CHECK(resumed.fetch(BatchLoss{}) == uninterrupted.fetch(BatchLoss{}));
+}
+
+TEST_CASE("restore from a missing or different checkpoint throws and names it") {
+  TempDir dir;
+  Backend backend = make_backend();
+  CHECK_THROWS(backend.restore(dir.path / "absent"));
+
+  torch::manual_seed(1);
+  runhooks::TorchBackend<Model, torch::optim::SGD> other(
+      Model(torch::nn::Linear(features, 5), torch::nn::ReLU(), torch::nn::Linear(5, classes)),
+      toy_batches(), torch::optim::SGDOptions(0.1));
+  other.save(dir.path / "other");
+  CHECK_THROWS_WITH(backend.restore(dir.path / "other"),
+                    doctest::Contains("holds 0.weight as Float[5, 8], the model has Float[16, 8]"));
+  CHECK(backend.model()->parameters()[0].sizes() == torch::IntArrayRef{16, 8});  // untouched
+  CHECK(backend.global_step() == 0);
+}
+
+TEST_CASE("TensorBatches: a step's batch depends on the seed and the step alone") {
+  runhooks::TensorBatches a = toy_batches(5), b = toy_batches(5), c = toy_batches(6);
+  CHECK(a.batches_per_epoch() == rows / 16);
+  // Any order of requests gives the same batches.
+  const auto late = a.batch(40);
+  (void)b.batch(3);
+  CHECK(torch::equal(b.batch(40).first, late.first));
+  CHECK(torch::equal(b.batch(40).second, late.second));
+  CHECK_FALSE(torch::equal(c.batch(40).first, late.first));
+
+  // One epoch visits batch_size * batches_per_epoch distinct rows, each once.
+  std::set<std::vector<float>> seen;
+  for (std::int64_t step = 12; step < 24; ++step) {  // the second epoch
+    const torch::Tensor x = a.batch(step).first.contiguous();
+    for (std::int64_t r = 0; r < x.size(0); ++r) {
+      const torch::Tensor row = x[r];
+      seen.emplace(row.data_ptr<float>(), row.data_ptr<float>() + features);
+    }
+  }
+  CHECK(seen.size() == 12 * 16);
+  CHECK_FALSE(torch::equal(a.batch(0).first, a.batch(12).first));  // a new order each epoch
+
+  CHECK_THROWS_AS(runhooks::TensorBatches(torch::zeros({4, 2}), torch::zeros({3}), 2, 0),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(runhooks::TensorBatches(torch::zeros({4, 2}), torch::zeros({4}), 5, 0),
+                  std::invalid_argument);
+}
