@@ -416,6 +416,29 @@ TEST_CASE("reader: a nested length beyond its message") {
            "message (0 bytes left)");
 }
 
+TEST_CASE("reader: a record larger than a read piece (64 KiB) reads whole, or truncated") {
+  const TempDir dir;
+  const std::string tag(200'000, 'g');  // the data is read in four pieces
+  fs::path path;
+  {
+    EventFileWriter writer(dir.path(), scripted_clock({1700000000000}));
+    writer.add_scalar(tag, 2.0F, 7);
+    path = writer.path();
+  }
+  const std::string bytes = read_bytes(path);
+  const auto events = runhooks::read_event_file(path);
+  REQUIRE(events.size() == 2);
+  CHECK(events[1] == scalar_event(1700000000.0, 7, tag, 2.0F));
+  std::istringstream stream(bytes);
+  CHECK(runhooks::read_events(stream) == events);
+  CHECK(runhooks::parse_events(bytes) == events);
+
+  const std::size_t second = 16 + static_cast<std::size_t>(static_cast<std::uint8_t>(bytes[0]));
+  const std::size_t length = bytes.size() - second - 16;
+  check_rejected(std::string_view(bytes).substr(0, second + 12 + 150'000), second,
+           "truncated data (the header says " + std::to_string(length) + " bytes, 150000 follow)");
+}
+
 TEST_CASE("read_events reads a stream from where it stands; parse_events reads memory") {
   const TempDir dir;
   fs::path path;
