@@ -2,7 +2,8 @@
 // digits (UCI, 1,797 images, as shipped by scikit-learn) and reports its accuracy on a held-out
 // split. `./dev demo-torch` fetches the data, builds this and runs it.
 //
-//   train_digits --data digits.csv.gz [--steps N] [--logdir DIR] [--seed S] [--log-every N]
+//   train_digits --data digits.csv.gz [--steps N] [--checkpoint-dir DIR] [--save-steps N]
+//                [--logdir DIR] [--seed S] [--log-every N]
 //
 // The backend (runhooks::TorchBackend) knows nothing about stopping, logging or summaries; the
 // hooks add them:
@@ -12,8 +13,18 @@
 //                    writes them to TensorBoard; on the other steps its fetches are off, so the
 //                    backend never converts a tensor there (ours: a stand-in for TensorFlow's
 //                    LoggingTensorHook + SummarySaverHook until runhooks has them)
-// Ends with the line `test accuracy: X on the held-out split (N images)`.
+//   SignalStopHook   the first Ctrl-C (SIGINT) or SIGTERM ends training after the current step,
+//                    so every end() runs, the checkpoint saver's included (built in)
+//   CheckpointSaverHook  with --checkpoint-dir: a checkpoint every --save-steps steps, at the
+//                    start and at the end, on a background thread (built in)
+// With --checkpoint-dir the backend comes from a ChiefSessionCreator, which restores the latest
+// checkpoint there: a run that was killed resumes where its last checkpoint left it, and, since
+// a step's batch depends on the step alone, ends with the very weights of an uninterrupted run.
+// Ends with the lines `weights checksum: S` and `test accuracy: X on the held-out split (N images)`.
+#include <runhooks/checkpoint/checkpoint_saver_hook.hpp>
+#include <runhooks/checkpoint/chief_session_creator.hpp>
 #include <runhooks/core.hpp>
+#include <runhooks/hooks/signal_stop_hook.hpp>
 #include <runhooks/outputs/summary_output.hpp>
 #include <runhooks/summary/event_writer.hpp>
 #include <runhooks/torch/tensor_batches.hpp>
@@ -50,6 +61,8 @@ constexpr std::int64_t held_out_every = 5;  // rows 4, 9, 14, ... of the file: 3
 struct Options {
   std::string data;
   std::int64_t steps = 1500;
+  std::string checkpoint_dir;
+  std::int64_t save_steps = 100;
   std::string logdir;
   std::uint64_t seed = 1;
   std::int64_t log_every = 250;
@@ -58,7 +71,8 @@ struct Options {
 [[noreturn]] void usage_error(const std::string& message) {
   std::fprintf(stderr,
                "train_digits: %s\nusage: train_digits --data digits.csv.gz [--steps N] "
-               "[--logdir DIR] [--seed S] [--log-every N]\n",
+               "[--checkpoint-dir DIR] [--save-steps N] [--logdir DIR] [--seed S] "
+               "[--log-every N]\n",
                message.c_str());
   std::exit(2);
 }
@@ -78,6 +92,8 @@ Options parse(int argc, char** argv) {
     const char* value = argv[++i];
     if (arg == "--data") options.data = value;
     else if (arg == "--steps") options.steps = positive(arg, value);
+    else if (arg == "--checkpoint-dir") options.checkpoint_dir = value;
+    else if (arg == "--save-steps") options.save_steps = positive(arg, value);
     else if (arg == "--logdir") options.logdir = value;
     else if (arg == "--seed") options.seed = static_cast<std::uint64_t>(positive(arg, value));
     else if (arg == "--log-every") options.log_every = positive(arg, value);
@@ -222,26 +238,52 @@ int main(int argc, char** argv) try {
   std::optional<runhooks::SummaryOutput> summary;
   if (!options.logdir.empty()) summary.emplace(options.logdir);
 
-  runhooks::MonitoredSession session{
-      Backend(Model(torch::nn::Linear(num_pixels, 64), torch::nn::ReLU(),
-                    torch::nn::Linear(64, num_classes)),
-              std::move(train_batches), torch::optim::SGDOptions(0.05).momentum(0.9)),
-      runhooks::StopAtStepHook({.last_step = options.steps}),
-      runhooks::StepCounterHook({.every_n_steps = options.log_every}, RateOutput{summary}),
-      MetricsHook(options.log_every, summary),
+  // A fresh backend: at the start, and on a recovery (the creator then restores the latest
+  // checkpoint into it). The seed fixes the initial weights and the order of the batches.
+  const auto make_backend = [&] {
+    torch::manual_seed(options.seed);
+    return Backend(Model(torch::nn::Linear(num_pixels, 64), torch::nn::ReLU(),
+                         torch::nn::Linear(64, num_classes)),
+                   train_batches, torch::optim::SGDOptions(0.05).momentum(0.9));
   };
-  const auto start = std::chrono::steady_clock::now();
-  while (!session.should_stop()) session.run();
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  session.close();  // every end(); errors from hooks are thrown here
+  // The hooks every run has, then those of a run with checkpoints.
+  const auto train = [&](auto creator, auto&&... more_hooks) {
+    runhooks::MonitoredSession session{
+        std::move(creator),
+        runhooks::StopAtStepHook({.last_step = options.steps}),
+        runhooks::StepCounterHook({.every_n_steps = options.log_every}, RateOutput{summary}),
+        MetricsHook(options.log_every, summary),
+        runhooks::SignalStopHook(),
+        std::move(more_hooks)...,
+    };
+    const auto start = std::chrono::steady_clock::now();
+    const std::int64_t first_step = session.raw_session().global_step();
+    while (!session.should_stop()) session.run();
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    session.close();  // every end() (the final checkpoint); their errors are thrown here
 
-  Backend& backend = session.raw_session();
-  std::printf("trained to step %lld in %.2f s (%.1f us/step); %lld tensor conversions (.item())\n",
-              static_cast<long long>(backend.global_step()), secs,
-              1e6 * secs / static_cast<double>(options.steps),
-              static_cast<long long>(backend.item_calls()));
-  std::printf("test accuracy: %.4f on the held-out split (%lld images)\n",
-              double{backend.accuracy(test_images, test_labels)}, static_cast<long long>(num_test));
+    Backend& backend = session.raw_session();
+    const std::int64_t ran = backend.global_step() - first_step;
+    std::printf("trained to step %lld in %.2f s (%.1f us/step); %lld tensor conversions (.item())\n",
+                static_cast<long long>(backend.global_step()), secs,
+                ran > 0 ? 1e6 * secs / static_cast<double>(ran) : 0.0,
+                static_cast<long long>(backend.item_calls()));
+    // The sum of all weights: a resumed run and an uninterrupted one end with the same.
+    double checksum = 0.0;
+    for (const torch::Tensor& p : backend.model()->parameters()) checksum += p.sum().item<double>();
+    std::printf("weights checksum: %.9g\n", checksum);
+    std::printf("test accuracy: %.4f on the held-out split (%lld images)\n",
+                double{backend.accuracy(test_images, test_labels)}, static_cast<long long>(num_test));
+  };
+
+  if (options.checkpoint_dir.empty()) {
+    train(runhooks::ChiefSessionCreator(make_backend));
+  } else {
+    const std::string& dir = options.checkpoint_dir;
+    train(runhooks::ChiefSessionCreator(make_backend, {.checkpoint_dir = dir}),
+          runhooks::CheckpointSaverHook({.checkpoint_dir = dir, .save_steps = options.save_steps}));
+  }
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "train_digits: %s\n", e.what());

@@ -10,6 +10,13 @@ CASE:
             converted a tensor (.item()) only for those fetches and the final evaluation; and
             TensorBoard's own reader (tools/read_events.py, with the tensorboard package) finds
             the loss, accuracy and global_step/sec scalars at those steps.
+  resume    a run with --checkpoint-dir killed with SIGKILL at a random instant after its first
+            checkpoint past step 0, then run again: the second run restores a checkpoint from
+            the middle of training, ends at the same step as an uninterrupted run and with the
+            same weights (checksum) and test accuracy, bit for bit.
+  sigterm   the same, stopped by SIGTERM instead (SignalStopHook): the first run ends cleanly
+            before the last step, saving its final checkpoint at the step it stopped at; the
+            second run restores exactly that step and ends as the uninterrupted run.
 
 Exits 77 (Meson: skipped) when the digits data is missing, saying how to fetch it; never passes
 without running the example.
@@ -18,10 +25,13 @@ without running the example.
 import argparse
 import glob
 import os
+import random
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 SKIP = 77
 MIN_ACCURACY = 0.9
@@ -98,15 +108,121 @@ def test_accuracy(exe, data, source_root):
                 fail(f"TensorBoard reads {tag} at steps {scalars.get(tag)}, expected {expected}")
         if not all(0.0 <= v <= 1.0 for _, v in scalars["accuracy"]):
             fail(f"batch accuracy out of range: {scalars['accuracy']}")
-        # StepCounterHook's first trigger records nothing (TensorFlow's rule).
-        if [s for s, _ in scalars.get("global_step/sec", [])] != expected[1:]:
-            fail(f"global_step/sec at {scalars.get('global_step/sec')}, expected {expected[1:]}")
+        # StepCounterHook triggers on the first step and records nothing there (TensorFlow's
+        # rule), then every `every` steps after it: 251, 501, ...
+        rate_steps = list(range(every + 1, steps + 1, every))
+        rates = scalars.get("global_step/sec", [])
+        if [s for s, _ in rates] != rate_steps or not all(v > 0 for _, v in rates):
+            fail(f"global_step/sec at {rates}, expected positive rates at {rate_steps}")
         print(f"ok: TensorBoard reads loss, accuracy and global_step/sec at steps {expected}")
+
+
+STEPS, SAVE_STEPS = 1500, 100
+
+
+def last_lines(out):
+    """The run's final step, weights checksum and test accuracy, as printed."""
+    step = re.search(r"^trained to step (\d+) in ", out, re.M)
+    checksum = re.search(r"^weights checksum: (\S+)$", out, re.M)
+    accuracy = re.search(r"^test accuracy: (\S+) on the held-out split", out, re.M)
+    if not (step and checksum and accuracy):
+        fail("missing the `trained to step`, `weights checksum` or `test accuracy` line")
+    return int(step.group(1)), checksum.group(1), accuracy.group(1)
+
+
+def saved_steps(ckpt_dir):
+    """Steps of the checkpoints the state file names (the committed ones)."""
+    try:
+        with open(os.path.join(ckpt_dir, "checkpoint")) as f:
+            return [int(s) for s in re.findall(r'^all_model_checkpoint_paths: "model\.ckpt-(\d+)"',
+                                               f.read(), re.M)]
+    except FileNotFoundError:
+        return []
+
+
+def interrupted_run(exe, args, ckpt_dir, sig, rng):
+    """Starts a run, waits for a committed checkpoint past step 0, waits a random while more,
+    sends `sig`. Returns the run's output, or None when it finished before the signal."""
+    cmd = [exe] + args
+    print(f"+ {' '.join(cmd)}   (to receive {signal.Signals(sig).name})", flush=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not any(s > 0 for s in saved_steps(ckpt_dir)):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            out = proc.communicate()[0]
+            print(out, end="")
+            fail("the run ended, or took over 120 s, before its first checkpoint past step 0")
+        time.sleep(0.005)
+    time.sleep(rng.uniform(0.0, 0.25))
+    if proc.poll() is not None:
+        print(proc.communicate()[0], end="")
+        return None
+    proc.send_signal(sig)
+    out = proc.communicate(timeout=120)[0]
+    print(out, end="", flush=True)
+    print(f"(exit status {proc.returncode})")
+    if sig == signal.SIGKILL and proc.returncode != -signal.SIGKILL:
+        fail(f"expected death by SIGKILL, got exit status {proc.returncode}")
+    if sig == signal.SIGTERM and proc.returncode != 0:
+        fail(f"SIGTERM should end the run cleanly (SignalStopHook), got exit status "
+             f"{proc.returncode}")
+    return out
+
+
+def test_resume(exe, data, sig):
+    rng = random.Random()
+    seed = rng.randrange(1 << 30)
+    print(f"random seed for the kill instant: {seed}")
+    rng.seed(seed)
+    with tempfile.TemporaryDirectory(prefix="runhooks-train-digits-") as tmp:
+        common = ["--data", data, "--steps", str(STEPS), "--save-steps", str(SAVE_STEPS),
+                  "--log-every", "500", "--seed", "1"]
+        whole = last_lines(run_example(exe, common + ["--checkpoint-dir",
+                                                      os.path.join(tmp, "whole")]))
+        if whole[0] != STEPS:
+            fail(f"the uninterrupted run ended at step {whole[0]}, expected {STEPS}")
+
+        for attempt in range(1, 6):
+            ckpt = os.path.join(tmp, f"interrupted-{attempt}")
+            args = common + ["--checkpoint-dir", ckpt]
+            first = interrupted_run(exe, args, ckpt, sig, rng)
+            if first is not None:
+                break
+            print(f"the run finished before the signal (attempt {attempt}); again")
+        else:
+            fail("every run finished before the signal")
+        stopped_at = None
+        if sig == signal.SIGTERM:
+            if "SignalStopHook" not in first and "SIGTERM" not in first:
+                fail("no log line of SignalStopHook about SIGTERM")
+            stopped_at = last_lines(first)[0]
+            if not 0 < stopped_at < STEPS:
+                fail(f"SIGTERM: the first run ended at step {stopped_at}")
+            if stopped_at not in saved_steps(ckpt):
+                fail(f"no final checkpoint at step {stopped_at}: {saved_steps(ckpt)}")
+
+        second = run_example(exe, args)
+        m = re.search(r"^runhooks: restored checkpoint (\S+)-(\d+) \(global step (\d+)\)$",
+                      second, re.M)
+        if not m:
+            fail("the second run restored no checkpoint")
+        restored = int(m.group(3))
+        if not 0 < restored < STEPS:
+            fail(f"restored step {restored}: not from the middle of training")
+        if stopped_at is not None and restored != stopped_at:
+            fail(f"restored step {restored}, but the first run stopped at {stopped_at}")
+        resumed = last_lines(second)
+        print(f"uninterrupted: step {whole[0]}, checksum {whole[1]}, accuracy {whole[2]}")
+        print(f"resumed from step {restored}: step {resumed[0]}, checksum {resumed[1]}, "
+              f"accuracy {resumed[2]}")
+        if resumed != whole:
+            fail("the resumed run did not end as the uninterrupted one")
+        print("ok: the resumed run ends as the uninterrupted one, bit for bit")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("case", choices=["accuracy"])
+    parser.add_argument("case", choices=["accuracy", "resume", "sigterm"])
     parser.add_argument("train_digits")
     parser.add_argument("--data", default="")
     parser.add_argument("--source-root", default=os.path.dirname(os.path.dirname(
@@ -118,6 +234,10 @@ def main():
         return SKIP
     if args.case == "accuracy":
         test_accuracy(args.train_digits, args.data, args.source_root)
+    elif args.case == "resume":
+        test_resume(args.train_digits, args.data, signal.SIGKILL)
+    else:
+        test_resume(args.train_digits, args.data, signal.SIGTERM)
     return 0
 
 

@@ -1,6 +1,7 @@
 // TorchBackend and TensorBatches: fetches convert tensors only on the steps a hook switched them
 // on (counted .item() calls), checkpoints restore a backend that continues bit for bit as the
 // uninterrupted one, and the batch of a step depends on the seed and the step alone.
+#include <runhooks/checkpoint/checkpointable.hpp>
 #include <runhooks/core.hpp>
 #include <runhooks/torch/tensor_batches.hpp>
 #include <runhooks/torch/torch_backend.hpp>
@@ -8,6 +9,7 @@
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
@@ -103,6 +105,7 @@ struct TempDir {
 
 static_assert(runhooks::Backend<Backend> && runhooks::HasGlobalStep<Backend>);
 static_assert(runhooks::CanFetch<Backend, BatchLoss> && runhooks::CanFetch<Backend, BatchAccuracy>);
+static_assert(runhooks::Checkpointable<Backend> && runhooks::Snapshottable<Backend>);
 
 TEST_CASE("silent steps convert no tensor: .item() runs only where a hook switched a fetch on") {
   SUBCASE("hooks that fetch nothing") {
@@ -174,7 +177,7 @@ TEST_CASE("save and restore: a restored backend continues bit for bit as the uni
   for (int i = 0; i < 30; ++i) uninterrupted.run();
   uninterrupted.save(prefix);
   CHECK(fs::is_regular_file(dir.path / "model.ckpt-30.pt"));
-  CHECK_FALSE(fs::exists(dir.path / "model.ckpt-30.pt.tmp"));
+  const Backend::Snapshot at_30 = uninterrupted.snapshot();  // written later, after more steps
   for (int i = 0; i < 45; ++i) uninterrupted.run();  // into the next epochs (12 batches each)
 
   // Different initial weights and a fresh optimizer (no momentum yet): the checkpoint must carry
@@ -193,22 +196,73 @@ TEST_CASE("save and restore: a restored backend continues bit for bit as the uni
   CHECK(resumed.global_step() == 75);
   CHECK(bitwise_equal(parameters(resumed), parameters(uninterrupted)));
   CHECK(resumed.fetch(BatchLoss{}) == uninterrupted.fetch(BatchLoss{}));
+
+  SUBCASE("a snapshot written later holds the state it was taken in") {
+    at_30.write(dir.path / "snapshot-30");
+    Backend from_snapshot = make_backend();
+    from_snapshot.restore(dir.path / "snapshot-30");
+    CHECK(from_snapshot.global_step() == 30);
+    for (int i = 0; i < 45; ++i) from_snapshot.run();
+    CHECK(bitwise_equal(parameters(from_snapshot), parameters(uninterrupted)));
+  }
+  SUBCASE("restoring the step-0 checkpoint gives back the fresh backend, momentum and all") {
+    Backend fresh = make_backend();
+    fresh.save(dir.path / "model.ckpt-0");
+    for (int i = 0; i < 20; ++i) fresh.run();
+    resumed.restore(dir.path / "model.ckpt-0");
+    CHECK(resumed.global_step() == 0);
+    Backend reference = make_backend();
+    for (int i = 0; i < 20; ++i) resumed.run(), reference.run();
+    CHECK(bitwise_equal(parameters(resumed), parameters(reference)));
+  }
 }
 
-TEST_CASE("restore from a missing or different checkpoint throws and names it") {
+TEST_CASE("a checkpoint that cannot be restored throws and leaves the backend as it was") {
   TempDir dir;
   Backend backend = make_backend();
-  CHECK_THROWS(backend.restore(dir.path / "absent"));
+  for (int i = 0; i < 5; ++i) backend.run();
+  const std::vector<torch::Tensor> before = parameters(backend);
+  const auto unchanged = [&] {
+    CHECK(backend.global_step() == 5);
+    CHECK(bitwise_equal(parameters(backend), before));
+    CHECK(backend.model()->parameters()[0].sizes() == torch::IntArrayRef{16, 8});
+  };
 
-  torch::manual_seed(1);
-  runhooks::TorchBackend<Model, torch::optim::SGD> other(
-      Model(torch::nn::Linear(features, 5), torch::nn::ReLU(), torch::nn::Linear(5, classes)),
-      toy_batches(), torch::optim::SGDOptions(0.1));
-  other.save(dir.path / "other");
-  CHECK_THROWS_WITH(backend.restore(dir.path / "other"),
-                    doctest::Contains("holds 0.weight as Float[5, 8], the model has Float[16, 8]"));
-  CHECK(backend.model()->parameters()[0].sizes() == torch::IntArrayRef{16, 8});  // untouched
-  CHECK(backend.global_step() == 0);
+  SUBCASE("no file") {
+    CHECK_THROWS(backend.restore(dir.path / "absent"));
+    unchanged();
+  }
+  SUBCASE("a torn file: the first half of a checkpoint") {
+    Backend other = make_backend();
+    other.save(dir.path / "torn");
+    const fs::path file = Backend::checkpoint_file(dir.path / "torn");
+    fs::resize_file(file, fs::file_size(file) / 2);
+    CHECK_THROWS(backend.restore(dir.path / "torn"));
+    unchanged();
+  }
+  SUBCASE("another architecture") {
+    torch::manual_seed(1);
+    Backend other(Model(torch::nn::Linear(features, 5), torch::nn::ReLU(),
+                        torch::nn::Linear(5, classes)),
+                  toy_batches(), torch::optim::SGDOptions(0.1));
+    other.save(dir.path / "other");
+    CHECK_THROWS_WITH(
+        backend.restore(dir.path / "other"),
+        doctest::Contains("holds 0.weight as Float[5, 8], the model has Float[16, 8]"));
+    unchanged();
+  }
+  SUBCASE("another optimizer: the model is put back after its state fails to load") {
+    torch::manual_seed(1);
+    runhooks::TorchBackend<Model, torch::optim::Adam> other(
+        Model(torch::nn::Linear(features, 16), torch::nn::ReLU(), torch::nn::Linear(16, classes)),
+        toy_batches(), torch::optim::AdamOptions(0.01));
+    for (int i = 0; i < 3; ++i) other.run();
+    other.save(dir.path / "adam");
+    CHECK_THROWS(backend.restore(dir.path / "adam"));
+    unchanged();
+    for (int i = 0; i < 10; ++i) backend.run();  // and it still trains
+    CHECK(backend.global_step() == 15);
+  }
 }
 
 TEST_CASE("TensorBatches: a step's batch depends on the seed and the step alone") {

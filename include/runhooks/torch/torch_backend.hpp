@@ -14,20 +14,14 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <memory>
+#include <sstream>
 #include <stdexcept>
 #include <string>
-#include <system_error>
+#include <string_view>
 #include <utility>
-
-#if __has_include(<fcntl.h>) && __has_include(<unistd.h>)
-#include <fcntl.h>
-#include <unistd.h>
-#define RUNHOOKS_TORCH_FSYNC 1
-#else
-#define RUNHOOKS_TORCH_FSYNC 0
-#endif
 
 #include <runhooks/session_run_args.hpp>
 #include <runhooks/torch/tensor_batches.hpp>
@@ -36,8 +30,13 @@ namespace runhooks {
 
 // What hooks may fetch from a TorchBackend: the mean loss and the fraction of rows classified
 // right, both of the batch the last step trained on (computed before its update).
-struct BatchLoss : Key<float> {};
-struct BatchAccuracy : Key<float> {};
+// Named "loss" and "accuracy" in log lines and summaries (runhooks::key_name).
+struct BatchLoss : Key<float> {
+  static constexpr std::string_view name = "loss";
+};
+struct BatchAccuracy : Key<float> {
+  static constexpr std::string_view name = "accuracy";
+};
 
 // The default loss: cross-entropy of class logits [B, C] against class indices [B].
 struct CrossEntropyLoss {
@@ -60,11 +59,16 @@ struct CrossEntropyLoss {
 //                   for this step; the accuracy (argmax, compare, mean) is computed only then.
 //                   item_calls() counts every .item() the backend made.
 //   save(prefix):   one file, prefix + ".pt": a torch archive of the model ("model"), the
-//                   optimizer's state ("optimizer") and the global step ("global_step"), as
-//                   torch::save would write each, written to prefix + ".pt.tmp", synced and
-//                   renamed, so prefix + ".pt" is complete whenever it exists.
+//                   optimizer's state ("optimizer") and the global step ("global_step"), each
+//                   as torch::save writes it. Checkpointable (<runhooks/checkpoint/>): the
+//                   checkpoint library stages, fsyncs and commits the file.
+//   snapshot():     the same archive serialized into memory on the training thread; its
+//                   write(prefix) writes those bytes, so CheckpointSaverHook's background save
+//                   takes the file I/O off the training thread (Snapshottable).
 //   restore(prefix): reads that file back into this backend's model and optimizer (same
-//                   architecture and optimizer type) and its global step.
+//                   architecture and optimizer type) and its global step. A missing or torn
+//                   file, a parameter of another shape or type, or an optimizer state that does
+//                   not load throws and leaves the backend as it was.
 //
 // The batch of a step depends only on the TensorBatches seed and the global step, so a restored
 // backend trains on the batches an uninterrupted one would have. Small models train fastest on
@@ -117,36 +121,78 @@ class TorchBackend {
     return item(model_->forward(inputs).argmax(1).eq(targets).to(torch::kFloat).mean());
   }
 
+  // What snapshot() returns: the serialized checkpoint, written by write(prefix).
+  class Snapshot {
+   public:
+    void write(const std::filesystem::path& prefix) const {
+      std::ofstream file(checkpoint_file(prefix), std::ios::binary | std::ios::trunc);
+      file.write(bytes_.data(), static_cast<std::streamsize>(bytes_.size()));
+      file.close();
+      if (!file)
+        throw std::runtime_error("runhooks::TorchBackend: cannot write " +
+                                 checkpoint_file(prefix).string());
+    }
+    std::size_t size() const noexcept { return bytes_.size(); }
+
+   private:
+    friend class TorchBackend;
+    explicit Snapshot(std::string bytes) : bytes_(std::move(bytes)) {}
+    std::string bytes_;
+  };
+
   void save(const std::filesystem::path& prefix) const {
     torch::serialize::OutputArchive archive;
-    torch::serialize::OutputArchive model_archive;
-    model_->save(model_archive);
-    archive.write("model", model_archive);
-    torch::serialize::OutputArchive optimizer_archive;
-    optimizer_->save(optimizer_archive);
-    archive.write("optimizer", optimizer_archive);
-    archive.write("global_step", c10::IValue(global_step_));
-    const std::filesystem::path file = checkpoint_file(prefix);
-    std::filesystem::path temporary = file;
-    temporary += ".tmp";
-    archive.save_to(temporary.string());
-    sync(temporary);
-    std::filesystem::rename(temporary, file);
+    fill(archive);
+    archive.save_to(checkpoint_file(prefix).string());
+  }
+
+  Snapshot snapshot() const {
+    torch::serialize::OutputArchive archive;
+    fill(archive);
+    std::ostringstream bytes;
+    archive.save_to(bytes);
+    return Snapshot(std::move(bytes).str());
   }
 
   void restore(const std::filesystem::path& prefix) {
+    const std::string file = checkpoint_file(prefix).string();
+    // Everything that can be checked before the backend changes: the file, its keys, the
+    // model's parameter shapes (Module::load would give a parameter of another shape to the
+    // model silently, through Tensor::set_).
     torch::serialize::InputArchive archive;
-    archive.load_from(checkpoint_file(prefix).string());
-    torch::serialize::InputArchive model_archive;
+    archive.load_from(file);
+    torch::serialize::InputArchive model_archive, optimizer_archive;
     archive.read("model", model_archive);
-    // Module::load would give a parameter of another shape to the model silently (Tensor::set_).
-    check_shapes(*model_, model_archive, checkpoint_file(prefix).string(), "");
-    model_->load(model_archive);
-    torch::serialize::InputArchive optimizer_archive;
     archive.read("optimizer", optimizer_archive);
-    optimizer_->load(optimizer_archive);
     c10::IValue step;
     archive.read("global_step", step);
+    if (!step.isInt())
+      throw std::runtime_error("runhooks::TorchBackend::restore: " + file +
+                               ": global_step is not an integer");
+    check_shapes(*model_, model_archive, file, "");
+    // The optimizer's state can only be checked by loading it: on a failure, put back what was.
+    std::stringstream before;
+    {
+      torch::serialize::OutputArchive current;
+      fill(current);
+      current.save_to(before);
+    }
+    try {
+      model_->load(model_archive);
+      // Optimizer::load only adds the per-parameter states the archive has: a checkpoint taken
+      // before the first step (no momentum yet) would otherwise keep this backend's momentum.
+      optimizer_->state().clear();
+      optimizer_->load(optimizer_archive);
+    } catch (...) {
+      torch::serialize::InputArchive previous, previous_model, previous_optimizer;
+      previous.load_from(before);
+      previous.read("model", previous_model);
+      previous.read("optimizer", previous_optimizer);
+      model_->load(previous_model);
+      optimizer_->state().clear();
+      optimizer_->load(previous_optimizer);
+      throw;
+    }
     global_step_ = step.toInt();
     loss_ = logits_ = targets_ = torch::Tensor();
   }
@@ -206,17 +252,14 @@ class TorchBackend {
     return text + ']';
   }
 
-  static void sync([[maybe_unused]] const std::filesystem::path& file) {
-#if RUNHOOKS_TORCH_FSYNC
-    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || ::fsync(fd) != 0) {
-      const std::error_code error(errno, std::generic_category());
-      if (fd >= 0) ::close(fd);
-      throw std::filesystem::filesystem_error("runhooks::TorchBackend: cannot sync checkpoint",
-                                              file, error);
-    }
-    ::close(fd);
-#endif
+  void fill(torch::serialize::OutputArchive& archive) const {
+    torch::serialize::OutputArchive model_archive;
+    model_->save(model_archive);
+    archive.write("model", model_archive);
+    torch::serialize::OutputArchive optimizer_archive;
+    optimizer_->save(optimizer_archive);
+    archive.write("optimizer", optimizer_archive);
+    archive.write("global_step", c10::IValue(global_step_));
   }
 
   Model model_;
@@ -231,5 +274,3 @@ class TorchBackend {
 };
 
 }  // namespace runhooks
-
-#undef RUNHOOKS_TORCH_FSYNC
