@@ -1,0 +1,45 @@
+// MpiChiefOnly: a hook that runs on the chief (rank 0) only, as TensorFlow's chief_only_hooks.
+#pragma once
+
+#include <runhooks/detail/config.hpp>
+
+#include <mpi.h>
+
+#include <utility>
+
+#include <runhooks/concepts.hpp>
+#include <runhooks/mpi/detail/forwarding_hook.hpp>
+#include <runhooks/mpi/mpi_environment.hpp>
+
+namespace runhooks {
+
+// Wraps a hook that only the chief should run: checkpoint saving, summaries, step-rate logs
+// (TensorFlow's MonitoredTrainingSession gives these to the chief alone). Every rank builds the
+// same session type; on the other ranks each call of the wrapped hook is skipped (one test of a
+// flag per hook point), and a before_run that fetches returns its fetches switched off, so no
+// rank computes what it would not use. A wrapped hook may not feed the backend: the other ranks
+// would miss the feed (a compile error).
+template <class Hook>
+class MpiChiefOnly
+    : public detail::forwarding_hook<MpiChiefOnly<Hook>, detail::unwrap_hook_t<Hook>> {
+ public:
+  // The chief is rank 0 of comm.
+  explicit MpiChiefOnly(Hook hook, MPI_Comm comm = MPI_COMM_WORLD)
+      : MpiChiefOnly(std::move(hook), MpiEnvironment::rank(comm) == 0) {}
+  MpiChiefOnly(Hook hook, bool is_chief) : hook_(std::move(hook)), chief_(is_chief) {}
+
+  bool is_chief() const noexcept { return chief_; }
+
+  detail::unwrap_hook_t<Hook>& inner() noexcept { return detail::unwrap(hook_); }
+  bool forwarding() const noexcept { return chief_; }
+  template <class Ctx>
+  Ctx& context(Ctx& run_context) const noexcept {
+    return run_context;
+  }
+
+ private:
+  Hook hook_;
+  bool chief_;
+};
+
+}  // namespace runhooks

@@ -1,0 +1,282 @@
+// MpiStopVoteHook under mpirun -np 4: whatever the vote's rhythm, a stop cast on one rank stops
+// every rank after the same step, within the rhythm's bound, and every rank takes part in the
+// same number of rounds (the same sequence of collectives). Backends in lockstep run a real
+// MPI_Allreduce in every step, so a rank that left early would hang the test (meson's timeout
+// then fails it). Also: a direct stop under the every-step vote, one every rank requests at the
+// same step (StopAtStepHook), a direct or coordinator stop on one rank of asynchronous workers,
+// a real signal (SignalStopHook in MpiVoted), MpiChiefOnly, options that differ between ranks, and bad options.
+
+#include <runhooks/mpi/mpi_chief_only.hpp>
+#include <runhooks/mpi/mpi_environment.hpp>
+#include <runhooks/mpi/mpi_stop_vote_hook.hpp>
+
+#include <runhooks/coordinator.hpp>
+#include <runhooks/hooks/signal_stop_hook.hpp>
+#include <runhooks/hooks/stop_at_step_hook.hpp>
+#include <runhooks/log.hpp>
+#include <runhooks/monitored_session.hpp>
+#include <runhooks/session_run_args.hpp>
+
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "mpi_check.hpp"
+
+namespace {
+
+int world_rank() { return runhooks::MpiEnvironment::rank(); }
+
+// Data-parallel: every step is a gradient allreduce, so the ranks step in lockstep.
+struct LockstepBackend {
+  std::int64_t step = 0;
+  void run() {
+    double gradient = 1.0, sum = 0.0;
+    MPI_Allreduce(&gradient, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    ++step;
+  }
+  std::int64_t global_step() const { return step; }
+};
+
+// Asynchronous workers: no collective in the step.
+struct AsyncBackend {
+  std::int64_t step = 0;
+  void run() {
+    volatile double sink = 0.0;
+    for (int i = 0; i < 200; ++i) sink = sink + 1.0;
+    ++step;
+  }
+  std::int64_t global_step() const { return step; }
+};
+
+double cast_time = 0.0;  // MPI_Wtime() when StopOneRank last requested its stop
+
+// Requests a stop on one rank after one step, as a NaN check or early stopping would.
+struct StopOneRank {
+  int rank;
+  std::int64_t at;
+  template <class Ctx, class Values>
+  void after_run(Ctx& run_context, const Values&) {
+    if (world_rank() == rank && run_context.session().step == at) {
+      cast_time = MPI_Wtime();
+      run_context.request_stop();
+    }
+  }
+};
+
+// Stops the coordinator on one rank after one step (a thread or a hook holding it would).
+struct StopCoordinatorOnOneRank {
+  int rank;
+  std::int64_t at;
+  runhooks::Coordinator* coord = nullptr;
+  template <class B>
+  void after_create_session(B&, runhooks::Coordinator& c) {
+    coord = &c;
+  }
+  template <class Ctx, class Values>
+  void after_run(Ctx& run_context, const Values&) {
+    if (world_rank() == rank && run_context.session().step == at) coord->request_stop();
+  }
+};
+
+// Raises a real signal in its own process after one step.
+struct RaiseOnOneRank {
+  int rank;
+  std::int64_t at;
+  int signal;
+  template <class Ctx, class Values>
+  void after_run(Ctx& run_context, const Values&) {
+    if (world_rank() == rank && run_context.session().step == at) std::raise(signal);
+  }
+};
+
+// Counts its calls: wrapped in MpiChiefOnly, only rank 0's count grows.
+struct Count {
+  int* begins;
+  int* after_runs;
+  void begin() { ++*begins; }
+  template <class Ctx, class Values>
+  void after_run(Ctx&, const Values&) {
+    ++*after_runs;
+  }
+};
+
+struct Outcome {
+  std::int64_t steps;
+  std::int64_t rounds;
+  bool agreed;
+  std::int64_t interval;
+};
+
+template <class Backend, class... Hooks>
+Outcome run(const runhooks::MpiStopVoteOptions& options, Hooks... hooks) {
+  runhooks::MonitoredSession session(Backend{}, std::move(hooks)...,
+                                     runhooks::MpiStopVoteHook(options));
+  runhooks::run_loop(session);
+  const auto& vote = session.template hook<runhooks::MpiStopVoteHook>();
+  return {session.raw_session().step, vote.rounds(), vote.agreed(), vote.interval()};
+}
+
+bool same_on_all_ranks(std::int64_t value) {
+  std::int64_t send[2] = {value, -value}, receive[2];
+  MPI_Allreduce(send, receive, 2, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+  return receive[0] == -receive[1];
+}
+
+bool all_true(bool value) {
+  int mine = value ? 1 : 0, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all == 1;
+}
+
+struct Rhythm {
+  const char* name;
+  runhooks::MpiStopVoteOptions options;
+  // The step at which all ranks stop when one rank casts its vote after step s.
+  std::int64_t (*expected)(std::int64_t s);
+};
+
+std::int64_t round_up(std::int64_t s, std::int64_t k) { return (s + k - 1) / k * k; }
+
+void report(const char* what, const Outcome& outcome) {
+  if (world_rank() == 0)
+    std::printf("  %-58s stopped at step %lld after %lld rounds\n", what,
+                static_cast<long long>(outcome.steps), static_cast<long long>(outcome.rounds));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  runhooks::MpiEnvironment env(argc, argv);
+  const int size = env.size();
+  runhooks::set_log_sink([](runhooks::Severity, std::string_view) {});
+
+  const std::vector<Rhythm> rhythms = {
+      {"every step", {.every_n_steps = 1}, [](std::int64_t s) { return s; }},
+      {"every step, pipelined", {.every_n_steps = 1, .pipelined = true},
+       [](std::int64_t s) { return s + 1; }},
+      {"every 7 steps", {.every_n_steps = 7}, [](std::int64_t s) { return round_up(s, 7); }},
+      {"every 7 steps, pipelined", {.every_n_steps = 7, .pipelined = true},
+       [](std::int64_t s) { return round_up(s, 7) + 7; }},
+      {"by time (1 ms)", {.every_n_steps = 0, .every_n_secs = 0.001}, nullptr},
+  };
+
+  for (const Rhythm& rhythm : rhythms) {
+    if (world_rank() == 0) std::printf("%s\n", rhythm.name);
+    // A vote cast on each rank in turn, through MpiVoted, at steps that are and are not vote
+    // steps; the backend is in lockstep.
+    for (int caster = 0; caster < size; ++caster) {
+      const std::int64_t at = 30 + 11 * caster;
+      const Outcome outcome = run<LockstepBackend>(
+          rhythm.options, runhooks::MpiVoted(StopOneRank{caster, at}));
+      MPI_CHECK(same_on_all_ranks(outcome.steps));
+      MPI_CHECK(same_on_all_ranks(outcome.rounds));
+      MPI_CHECK(all_true(outcome.agreed));
+      if (rhythm.expected) {
+        MPI_CHECK(outcome.steps == rhythm.expected(at));
+      } else {  // by time: within a few intervals of 1 ms (a loaded machine may stall a step)
+        const double latency = MPI_Wtime() - cast_time;
+        MPI_CHECK(outcome.steps >= at);
+        MPI_CHECK(latency < 1.0);
+        if (world_rank() == caster)
+          std::printf("  (rank %d: stop agreed %.2f ms after the vote was cast)\n", caster,
+                      latency * 1e3);
+      }
+      report(("MpiVoted stop on rank " + std::to_string(caster) + " after step " +
+              std::to_string(at))
+                 .c_str(),
+             outcome);
+    }
+    {  // Every rank requests a stop directly at the same step: they stop there.
+      const Outcome outcome =
+          run<LockstepBackend>(rhythm.options, runhooks::StopAtStepHook({.last_step = 53}));
+      MPI_CHECK(outcome.steps == 53);
+      MPI_CHECK(same_on_all_ranks(outcome.rounds));
+      report("StopAtStepHook(last_step 53) on every rank", outcome);
+    }
+    {  // Asynchronous workers: one rank stops directly (unwrapped) and leaves at once; the
+       // others stop at their next vote and nobody is left in a collective.
+      const Outcome outcome = run<AsyncBackend>(rhythm.options, StopOneRank{1, 40});
+      MPI_CHECK(same_on_all_ranks(outcome.rounds));
+      if (world_rank() == 1) MPI_CHECK(outcome.steps == 40);
+      MPI_CHECK(outcome.steps >= 40);
+      report("async: direct stop on rank 1 after step 40", outcome);
+    }
+    {  // The same with the coordinator stopped on rank 2.
+      const Outcome outcome = run<AsyncBackend>(rhythm.options, StopCoordinatorOnOneRank{2, 25});
+      MPI_CHECK(same_on_all_ranks(outcome.rounds));
+      if (world_rank() == 2) MPI_CHECK(outcome.steps == 25);
+      MPI_CHECK(outcome.steps >= 25);
+      report("async: coordinator stopped on rank 2 after step 25", outcome);
+    }
+  }
+
+  {  // A direct stop on one rank, with a vote after every step: every rank stops there, lockstep.
+    const Outcome outcome =
+        run<LockstepBackend>({.every_n_steps = 1}, StopOneRank{size - 1, 77});
+    MPI_CHECK(outcome.steps == 77);
+    MPI_CHECK(same_on_all_ranks(outcome.rounds));
+    MPI_CHECK(all_true(outcome.agreed));
+  }
+
+  {  // A real signal on rank 1, caught by SignalStopHook wrapped in MpiVoted: every rank
+     // stops together at the next vote.
+    const Outcome outcome = run<LockstepBackend>(
+        {.every_n_steps = 5}, RaiseOnOneRank{1, 21, SIGUSR1},
+        runhooks::MpiVoted(runhooks::SignalStopHook({.signals = {SIGUSR1}})));
+    MPI_CHECK(outcome.steps == 25);
+    MPI_CHECK(same_on_all_ranks(outcome.rounds));
+    MPI_CHECK(all_true(outcome.agreed));
+    // SignalStopHook's end() put the default action of SIGUSR1 back.
+    struct sigaction now {};
+    sigaction(SIGUSR1, nullptr, &now);
+    MPI_CHECK(now.sa_handler == SIG_DFL);
+  }
+
+  {  // MpiChiefOnly: the wrapped hook runs on rank 0 only; its fetch is off elsewhere.
+    int begins = 0, after_runs = 0;
+    runhooks::MonitoredSession session(
+        LockstepBackend{}, runhooks::MpiChiefOnly(Count{&begins, &after_runs}),
+        runhooks::StopAtStepHook({.last_step = 10}),
+        runhooks::MpiStopVoteHook({.every_n_steps = 4}));
+    runhooks::run_loop(session);
+    MPI_CHECK(begins == (world_rank() == 0 ? 1 : 0));
+    MPI_CHECK(after_runs == (world_rank() == 0 ? 10 : 0));
+  }
+
+  {  // Ranks that disagree on the rhythm: every rank throws MpiError from begin(), no hang.
+    std::string message;
+    try {
+      runhooks::MonitoredSession session(
+          LockstepBackend{},
+          runhooks::MpiStopVoteHook({.every_n_steps = world_rank() == 0 ? 1 : 2}));
+    } catch (const runhooks::MpiError& e) {
+      message = e.what();
+    }
+    MPI_CHECK(message.find("differ between ranks") != std::string::npos);
+  }
+
+  {  // Bad options name the option and the value.
+    const auto error_of = [](runhooks::MpiStopVoteOptions options) {
+      try {
+        options.validate();
+      } catch (const std::invalid_argument& e) {
+        return std::string(e.what());
+      }
+      return std::string();
+    };
+    MPI_CHECK(error_of({.every_n_steps = -1}).find("every_n_steps must be at least 0") !=
+              std::string::npos);
+    MPI_CHECK(error_of({.every_n_steps = -1}).find("got -1.") != std::string::npos);
+    MPI_CHECK(error_of({.every_n_steps = 0, .every_n_secs = 0.0}).find("every_n_secs") !=
+              std::string::npos);
+    MPI_CHECK(error_of({.every_n_steps = 3, .every_n_secs = -1.0}).empty());  // not used
+  }
+
+  return mpi_check_result("mpi_stop_vote");
+}
