@@ -50,7 +50,7 @@ inline constexpr std::uint32_t histogram_sum_squares_field = 5;   // double
 inline constexpr std::uint32_t histogram_bucket_limit_field = 6;  // repeated double, packed
 inline constexpr std::uint32_t histogram_bucket_field = 7;        // repeated double, packed
 inline constexpr std::uint32_t value_histo_field = 5;             // HistogramProto, in oneof
-inline constexpr std::uint32_t event_session_log_field = 6;       // SessionLog, in oneof `what`
+inline constexpr std::uint32_t event_session_log_field = 7;       // SessionLog, in oneof `what`
 inline constexpr std::uint32_t session_log_status_field = 1;      // enum SessionStatus
 inline constexpr std::uint64_t session_log_start = 1;             // SessionLog.START
 

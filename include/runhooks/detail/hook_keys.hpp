@@ -1,0 +1,54 @@
+// The diagnostic of the built-in hooks that fetch keys: a key the backend cannot fetch is one
+// static_assert naming the hook, the key and the backend.
+#pragma once
+
+#include <runhooks/concepts.hpp>
+#include <runhooks/detail/type_list.hpp>
+
+namespace runhooks::detail {
+
+template <class Hook, class Key, class Backend>
+struct hook_key_not_fetchable {
+  static_assert(always_false<Hook, Key, Backend>,
+                "runhooks: a hook is given a key the backend cannot fetch. Give the backend "
+                "`value_type fetch(Key) const`, or give the hook another key (the hook, the key "
+                "and the backend are the template arguments of "
+                "runhooks::detail::hook_key_not_fetchable).");
+};
+
+template <class Hook, class Key, class Backend>
+struct hook_key_not_feedable {
+  static_assert(always_false<Hook, Key, Backend>,
+                "runhooks: a hook is given a key to feed that the backend does not accept. Give "
+                "the backend `void feed(Key, value_type)`, or feed another key (the hook, the "
+                "key and the backend are the template arguments of "
+                "runhooks::detail::hook_key_not_feedable).");
+};
+
+template <class Hook, class Backend, class... Ks>
+constexpr bool check_hook_feed_keys() {
+  (
+      [] {
+        if constexpr (!CanFeed<Backend, Ks>) (void)sizeof(hook_key_not_feedable<Hook, Ks, Backend>);
+      }(),
+      ...);
+  return (CanFeed<Backend, Ks> && ...);
+}
+
+// True when Backend can fetch every key; otherwise instantiates one diagnostic per missing key.
+// A hook asks this in after_create_session, and then requests no fetch at all, so that the
+// session's own check does not report the same key again.
+template <class Hook, class Backend, class... Ks>
+constexpr bool check_hook_keys() {
+  (
+      [] {
+        if constexpr (!CanFetch<Backend, Ks>) (void)sizeof(hook_key_not_fetchable<Hook, Ks, Backend>);
+      }(),
+      ...);
+  return (CanFetch<Backend, Ks> && ...);
+}
+
+template <class Backend, class... Ks>
+inline constexpr bool fetches_all = (CanFetch<Backend, Ks> && ...);
+
+}  // namespace runhooks::detail

@@ -1,0 +1,189 @@
+// EarlyStoppingHook: requests a stop once a metric has stopped improving.
+#pragma once
+
+#include <runhooks/detail/config.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include <runhooks/concepts.hpp>
+#include <runhooks/detail/checked.hpp>
+#include <runhooks/detail/format_value.hpp>
+#include <runhooks/detail/hook_keys.hpp>
+#include <runhooks/keys.hpp>
+#include <runhooks/log.hpp>
+#include <runhooks/session_run_args.hpp>
+
+namespace runhooks {
+
+// Whether a smaller or a larger metric is better.
+enum class MetricMode { min, max };
+
+struct EarlyStoppingOptions {
+  MetricMode mode = MetricMode::min;
+  // An improvement must beat the best value by more than this (Keras: |min_delta|). At least 0.
+  double min_delta = 0.0;
+  // Checks without improvement before the stop. At least 0.
+  std::int64_t patience = 0;
+  // A value the metric must beat before the patience counter restarts (Keras' baseline).
+  std::optional<double> baseline{};
+  // A check (Keras: the end of an epoch) every this many runs of the session. At least 1.
+  std::int64_t every_n_iter = 1;
+  // Checks before this one are skipped (Keras' start_from_epoch). At least 0.
+  std::int64_t start_from_check = 0;
+
+  // std::invalid_argument naming the option and value; a compile error when constexpr.
+  constexpr const EarlyStoppingOptions& validate() const {
+    if (!(min_delta >= 0.0 && min_delta <= 1e300)) {
+      if (std::is_constant_evaluated()) throw "runhooks: EarlyStoppingOptions::min_delta must be a number at least 0";
+      throw std::invalid_argument("runhooks: EarlyStoppingOptions::min_delta must be a finite number at least 0, got " +
+                                  detail::format_number(min_delta) + ".");
+    }
+    if (patience < 0) {
+      if (std::is_constant_evaluated()) throw "runhooks: EarlyStoppingOptions::patience must be at least 0";
+      throw std::invalid_argument("runhooks: EarlyStoppingOptions::patience must be at least 0, got " +
+                                  std::to_string(patience) + ".");
+    }
+    if (baseline && !std::isfinite(*baseline)) {
+      if (std::is_constant_evaluated()) throw "runhooks: EarlyStoppingOptions::baseline must be finite";
+      throw std::invalid_argument("runhooks: EarlyStoppingOptions::baseline must be finite, got " +
+                                  detail::format_number(*baseline) + ".");
+    }
+    if (every_n_iter < 1) {
+      if (std::is_constant_evaluated()) throw "runhooks: EarlyStoppingOptions::every_n_iter must be at least 1";
+      throw std::invalid_argument("runhooks: EarlyStoppingOptions::every_n_iter must be at least 1, got " +
+                                  std::to_string(every_n_iter) + ".");
+    }
+    if (start_from_check < 0) {
+      if (std::is_constant_evaluated()) throw "runhooks: EarlyStoppingOptions::start_from_check must be at least 0";
+      throw std::invalid_argument("runhooks: EarlyStoppingOptions::start_from_check must be at least 0, got " +
+                                  std::to_string(start_from_check) + ".");
+    }
+    return *this;
+  }
+};
+
+// Keras' EarlyStopping on a key the backend computes (a validation loss, an accuracy). Every
+// every_n_iter runs the hook fetches MetricKey and makes one check, Keras' on_epoch_end: the
+// counter `wait` goes up by one; a value that improves on the best so far (by more than
+// min_delta: value + min_delta < best in min mode, value - min_delta > best in max mode; the
+// first checked value always does) becomes the best, and restarts `wait` if there is no
+// baseline or the value also improves on it; otherwise, once wait >= patience and this is not
+// the first check, the hook requests a stop (a clean end: every end() runs) and logs why:
+//   EarlyStoppingHook: stopping at global step 1200: val_loss did not improve on its best
+//   (0.25 at global step 900) by more than 0.001 in 3 checks (patience 3).
+// begin() starts over. The metric is fetched only on the check runs (runhooks::fetch<K>(false)
+// otherwise): per silent step, one compare and one decrement.
+//
+// Differs from Keras: checks are counted in runs of the session, not epochs; there is no
+// restore_best_weights (the backend owns its state: save it from a hook, or see the checkpoint
+// hooks) and no mode "auto"; min_delta must be at least 0 (Keras takes its absolute value).
+// TensorFlow's estimator hook stop_if_no_decrease_hook is the min mode with patience counted in
+// global steps: patience = its max_steps_without_decrease / every_n_iter.
+template <KeyType MetricKey>
+class EarlyStoppingHook {
+  static_assert(std::is_arithmetic_v<typename MetricKey::value_type>,
+                "runhooks::EarlyStoppingHook watches a number: its key's value_type must be "
+                "arithmetic.");
+
+ public:
+  explicit EarlyStoppingHook(EarlyStoppingOptions options = {})
+      : options_(options.validate()), runs_to_check_(options_.every_n_iter) {}
+
+  // Keras' on_train_begin.
+  void begin() {
+    wait_ = 0;
+    checks_ = 0;
+    best_.reset();
+    best_step_.reset();
+    stopped_step_.reset();
+    runs_to_check_ = options_.every_n_iter;
+  }
+
+  template <class Backend>
+  void after_create_session(Backend&) {
+    static_assert(detail::check_hook_keys<EarlyStoppingHook, Backend, MetricKey>());
+  }
+
+  template <class Ctx>
+  auto before_run(Ctx& run_context) const {
+    using Backend = std::remove_cvref_t<decltype(run_context.session())>;
+    if constexpr (detail::fetches_all<Backend, MetricKey>)
+      return SessionRunArgs{runhooks::fetch<MetricKey>(runs_to_check_ <= 1)};
+  }
+
+  template <class Ctx, class Values>
+  void after_run(Ctx& run_context, const Values& run_values) {
+    using Backend = std::remove_cvref_t<decltype(run_context.session())>;
+    if constexpr (detail::fetches_all<Backend, MetricKey>) {
+      if (const auto& value = run_values[MetricKey{}]; value.has_value()) [[unlikely]] {
+        runs_to_check_ = options_.every_n_iter + 1;
+        check(run_context, static_cast<double>(*value));
+      }
+      --runs_to_check_;
+    }
+  }
+
+  const EarlyStoppingOptions& options() const noexcept { return options_; }
+  // Keras' state: the best value so far, `wait`, and the checks made since begin().
+  std::optional<double> best() const noexcept { return best_; }
+  std::optional<std::int64_t> best_step() const noexcept { return best_step_; }
+  std::int64_t wait() const noexcept { return wait_; }
+  std::int64_t checks() const noexcept { return checks_; }
+  // The global step (or, without one, the check) at which the hook asked to stop.
+  std::optional<std::int64_t> stopped_step() const noexcept { return stopped_step_; }
+
+ private:
+  bool improves(double value, double reference) const noexcept {
+    return options_.mode == MetricMode::min ? value + options_.min_delta < reference
+                                            : value - options_.min_delta > reference;
+  }
+
+  template <class Ctx>
+  [[gnu::noinline]] void check(Ctx& run_context, double value) {
+    const std::int64_t check_index = checks_++;
+    if (check_index < options_.start_from_check) return;
+    std::int64_t step = check_index;
+    if constexpr (requires { run_context.global_step(); }) step = run_context.global_step();
+    ++wait_;
+    if (!best_ || improves(value, *best_)) {
+      best_ = value;
+      best_step_ = step;
+      if (!options_.baseline || improves(value, *options_.baseline)) wait_ = 0;
+      return;
+    }
+    if (wait_ >= options_.patience && check_index > 0) {
+      stopped_step_ = step;
+      run_context.request_stop();
+      log(Severity::info, reason(step));
+    }
+  }
+
+  std::string reason(std::int64_t step) const {
+    const std::string name(key_name<MetricKey>());
+    std::string line = "EarlyStoppingHook: stopping at global step " + std::to_string(step) +
+                       ": " + name + " did not improve on its best (" +
+                       detail::format_value(*best_) + " at global step " +
+                       std::to_string(*best_step_) + ")";
+    if (options_.baseline && !improves(*best_, *options_.baseline))
+      line += " nor on the baseline " + detail::format_value(*options_.baseline);
+    line += " by more than " + detail::format_value(options_.min_delta) + " in " +
+            std::to_string(wait_) + " checks (patience " + std::to_string(options_.patience) +
+            ").";
+    return line;
+  }
+
+  EarlyStoppingOptions options_;
+  std::int64_t runs_to_check_;
+  std::int64_t wait_ = 0;
+  std::int64_t checks_ = 0;
+  std::optional<double> best_{};
+  std::optional<std::int64_t> best_step_{};
+  std::optional<std::int64_t> stopped_step_{};
+};
+
+}  // namespace runhooks

@@ -1,0 +1,80 @@
+// NanTensorHook: stops training, or fails it, when the loss is NaN.
+#pragma once
+
+#include <runhooks/detail/config.hpp>
+
+#include <cmath>
+#include <type_traits>
+
+#include <runhooks/concepts.hpp>
+#include <runhooks/detail/hook_keys.hpp>
+#include <runhooks/error.hpp>
+#include <runhooks/log.hpp>
+#include <runhooks/session_run_args.hpp>
+
+namespace runhooks {
+
+// TensorFlow's NanLossDuringTrainingError: the loss was NaN and fail_on_nan_loss was set.
+class NanLossDuringTrainingError : public Error {
+ public:
+  NanLossDuringTrainingError() : Error("NaN loss during training.") {}
+};
+
+struct NanTensorOptions {
+  // Throw NanLossDuringTrainingError (true, TensorFlow's default) or log and request a stop.
+  bool fail_on_nan_loss = true;
+};
+
+// TensorFlow's NanTensorHook. Fetches LossKey on every step, as TensorFlow does, and when it is
+// NaN logs "Model diverged with loss = NaN." and then throws NanLossDuringTrainingError (which
+// ends the loop without end(), as any error does), or, with fail_on_nan_loss = false, requests
+// a stop (a clean end). Only NaN counts, as TensorFlow's np.isnan: an infinite loss does not.
+// Per step: the fetch (shared with any other hook or caller fetching LossKey) and one compare.
+// Differs from TensorFlow: the failure is logged at warning level (runhooks::log has no error
+// level).
+template <KeyType LossKey>
+class NanTensorHook {
+  static_assert(std::is_floating_point_v<typename LossKey::value_type>,
+                "runhooks::NanTensorHook watches a floating-point loss: its key's value_type "
+                "must be float, double or long double.");
+
+ public:
+  constexpr explicit NanTensorHook(NanTensorOptions options = {}) noexcept : options_(options) {}
+
+  template <class Backend>
+  void after_create_session(Backend&) {
+    static_assert(detail::check_hook_keys<NanTensorHook, Backend, LossKey>());
+  }
+
+  template <class Ctx>
+  auto before_run(Ctx& run_context) const {
+    using Backend = std::remove_cvref_t<decltype(run_context.session())>;
+    if constexpr (detail::fetches_all<Backend, LossKey>)
+      return SessionRunArgs{runhooks::fetch<LossKey>()};
+  }
+
+  template <class Ctx, class Values>
+  void after_run(Ctx& run_context, const Values& run_values) const {
+    using Backend = std::remove_cvref_t<decltype(run_context.session())>;
+    if constexpr (detail::fetches_all<Backend, LossKey>) {
+      const auto& loss = run_values[LossKey{}];
+      // Unordered with itself: one compare. A loss the session did not fetch cannot happen.
+      if (loss && std::isnan(*loss)) [[unlikely]]
+        diverged(run_context);
+    }
+  }
+
+  const NanTensorOptions& options() const noexcept { return options_; }
+
+ private:
+  template <class Ctx>
+  [[gnu::noinline]] void diverged(Ctx& run_context) const {
+    log(Severity::warning, "Model diverged with loss = NaN.");
+    if (options_.fail_on_nan_loss) throw NanLossDuringTrainingError();
+    run_context.request_stop();
+  }
+
+  NanTensorOptions options_;
+};
+
+}  // namespace runhooks

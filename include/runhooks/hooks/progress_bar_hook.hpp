@@ -1,0 +1,358 @@
+// ProgressBarHook: a progress bar on a terminal (steps, rate, ETA, the last values of chosen
+// keys), or periodic plain lines when the output is not a terminal.
+#pragma once
+
+#include <runhooks/detail/config.hpp>
+
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#if __has_include(<unistd.h>)
+#include <unistd.h>
+#endif
+
+#include <runhooks/clock.hpp>
+#include <runhooks/concepts.hpp>
+#include <runhooks/detail/checked.hpp>
+#include <runhooks/detail/format_value.hpp>
+#include <runhooks/detail/hook_keys.hpp>
+#include <runhooks/detail/periodic_trigger.hpp>
+#include <runhooks/hooks/stop_at_step_hook.hpp>
+#include <runhooks/keys.hpp>
+#include <runhooks/session_run_args.hpp>
+
+namespace runhooks {
+
+struct ProgressBarOptions {
+  // The global step at which training ends, for the percentage and the ETA. Unset: the last
+  // step of a StopAtStepHook of the same session, once linked (see ProgressBarHook), else none.
+  std::optional<std::int64_t> total{};
+  // On a terminal: redraw at most this often. Greater than 0, at most 1000.
+  double redraws_per_sec = 10.0;
+  // Not on a terminal (a CI log): one plain line this often. Greater than 0, at most 1e9.
+  double plain_line_secs = 30.0;
+  // Characters of the bar. 1 to 200.
+  int width = 30;
+  // Force the terminal (true) or plain (false) display; unset: whether the stream is a TTY.
+  std::optional<bool> terminal{};
+
+  // std::invalid_argument naming the option and value; a compile error when constexpr.
+  constexpr const ProgressBarOptions& validate() const {
+    if (total && *total < 0) {
+      if (std::is_constant_evaluated()) throw "runhooks: ProgressBarOptions::total must be at least 0";
+      throw std::invalid_argument("runhooks: ProgressBarOptions::total must be at least 0, got " +
+                                  std::to_string(*total) + ".");
+    }
+    if (!(redraws_per_sec > 0.0 && redraws_per_sec <= 1000.0)) {
+      if (std::is_constant_evaluated()) throw "runhooks: ProgressBarOptions::redraws_per_sec must be greater than 0 and at most 1000";
+      throw std::invalid_argument(
+          "runhooks: ProgressBarOptions::redraws_per_sec must be greater than 0 and at most "
+          "1000, got " + detail::format_number(redraws_per_sec) + ".");
+    }
+    detail::checked_secs("ProgressBarOptions::plain_line_secs", plain_line_secs, 0.0,
+                         /*min_exclusive=*/true);
+    if (width < 1 || width > 200) {
+      if (std::is_constant_evaluated()) throw "runhooks: ProgressBarOptions::width must be 1 to 200";
+      throw std::invalid_argument("runhooks: ProgressBarOptions::width must be 1 to 200, got " +
+                                  std::to_string(width) + ".");
+    }
+    return *this;
+  }
+};
+
+namespace detail {
+// A value in a progress bar: 4 significant digits for floating point, as Keras' progbar shows.
+template <class T>
+std::string compact_value(const T& value) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return value ? "true" : "false";
+  } else if constexpr (std::is_floating_point_v<T>) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.4g", static_cast<double>(value));
+    return text;
+  } else if constexpr (std::is_integral_v<T>) {
+    return std::to_string(value);
+  } else {
+    return std::string(std::string_view(value));
+  }
+}
+
+// "1:02:03" or "02:03", as tqdm shows durations.
+inline std::string format_duration(double secs) {
+  if (!(secs >= 0.0) || secs > 3.6e8) return "?";
+  const auto total = static_cast<long long>(secs + 0.5);
+  char text[32];
+  if (total >= 3600)
+    std::snprintf(text, sizeof text, "%lld:%02lld:%02lld", total / 3600, total / 60 % 60, total % 60);
+  else
+    std::snprintf(text, sizeof text, "%02lld:%02lld", total / 60, total % 60);
+  return text;
+}
+
+inline bool is_terminal(std::FILE* stream) noexcept {
+#if __has_include(<unistd.h>)
+  return stream != nullptr && ::isatty(::fileno(stream)) == 1;
+#else
+  (void)stream;
+  return false;
+#endif
+}
+}  // namespace detail
+
+template <class KeyList = Keys<>, Clock C = SteadyClock>
+class ProgressBarHook;
+
+// A progress bar, after tqdm and Keras' progbar. On a terminal it redraws one line in place, at
+// most redraws_per_sec times per second:
+//    450/1000 [=============>................]  45%  36.4 steps/s  ETA 00:15  loss=0.231
+// and when the output is not a terminal (a CI log) it writes a plain line every plain_line_secs:
+//   progress: step 450/1000 (45%), 36.4 steps/s, elapsed 00:12, ETA 00:15, loss=0.231
+// The count is the global step (local runs for a backend without one); the rate is the steps
+// since the first run over the time since then; the keys' values are those of the last redraw.
+// Without a total it shows the step, the rate and the elapsed time. end() draws the final state
+// and ends the line.
+//
+// The total is ProgressBarOptions::total, or the last step of a StopAtStepHook of the same
+// session: runhooks::link_hooks(session) after constructing the session (or
+// make_training_session, which does it) finds one at compile time and the bar reads its
+// last_step() when it draws.
+//
+// The keys are fetched only on the runs that redraw. Per silent step: one compare of the step
+// with the next one at which the clock is sampled (detail::PeriodicTrigger), so the per-step cost
+// is a timer check however fast the steps are; the clock itself is read about 64 times per
+// redraw period.
+template <KeyType... Ks, Clock C>
+class ProgressBarHook<Keys<Ks...>, C> {
+  static_assert((detail::formattable_value<typename Ks::value_type> && ...),
+                "runhooks::ProgressBarHook shows numbers, bools and strings: each key's "
+                "value_type must be one of those.");
+
+ public:
+  explicit ProgressBarHook(ProgressBarOptions options = {}, std::FILE* stream = stderr,
+                           C clock = {})
+      : options_(options.validate()), stream_(stream),
+        trigger_(std::nullopt, 1.0 / options_.redraws_per_sec, std::move(clock)) {}
+  explicit ProgressBarHook(Keys<Ks...>, ProgressBarOptions options = {},
+                           std::FILE* stream = stderr, C clock = {})
+      : ProgressBarHook(options, stream, std::move(clock)) {}
+  ProgressBarHook(ProgressBarOptions options, C clock)
+      : ProgressBarHook(options, stderr, std::move(clock)) {}
+  ProgressBarHook(Keys<Ks...>, ProgressBarOptions options, C clock)
+      : ProgressBarHook(options, stderr, std::move(clock)) {}
+
+  ProgressBarHook(const ProgressBarHook&) = default;
+  ProgressBarHook(ProgressBarHook&& other) noexcept
+      : options_(other.options_), stream_(other.stream_), trigger_(std::move(other.trigger_)),
+        stop_(other.stop_), terminal_(other.terminal_), open_line_(std::exchange(other.open_line_, false)) {}
+  ~ProgressBarHook() { finish_line(); }
+
+  // Links the bar to a StopAtStepHook among `hooks`, found by type (runhooks::link_hooks calls
+  // this with every hook of the session). Its last_step() becomes the total unless one was set.
+  template <class... Hooks>
+  void link(const Hooks&... hooks) noexcept {
+    ([&] {
+      if constexpr (std::is_same_v<Hooks, StopAtStepHook>)
+        if (stop_ == nullptr) stop_ = &hooks;
+    }(), ...);
+  }
+
+  void begin() {
+    terminal_ = options_.terminal ? *options_.terminal : detail::is_terminal(stream_);
+    trigger_ = detail::PeriodicTrigger<C>(
+        std::nullopt, terminal_ ? 1.0 / options_.redraws_per_sec : options_.plain_line_secs,
+        std::move(trigger_.clock()));
+    runs_ = 0;
+    first_.reset();
+    values_.clear();
+  }
+
+  template <class Backend>
+  void after_create_session(Backend&) {
+    static_assert(detail::check_hook_keys<ProgressBarHook, Backend, Ks...>());
+  }
+
+  template <class Ctx>
+  auto before_run(Ctx& run_context) {
+    using Backend = std::remove_cvref_t<decltype(run_context.session())>;
+    std::int64_t count = runs_;
+    if constexpr (HasGlobalStep<Backend>) count = run_context.global_step();
+    draw_ = trigger_.due(count);
+    if constexpr (sizeof...(Ks) > 0 && detail::fetches_all<Backend, Ks...>)
+      return SessionRunArgs{runhooks::fetch<Ks>(draw_)...};
+  }
+
+  template <class Ctx, class Values>
+  void after_run(Ctx& run_context, const Values& run_values) {
+    ++runs_;
+    if (draw_) [[unlikely]] {
+      std::int64_t count = runs_;
+      if constexpr (requires { run_context.global_step(); }) count = run_context.global_step();
+      if constexpr (sizeof...(Ks) > 0 &&
+                    detail::fetches_all<std::remove_cvref_t<decltype(run_context.session())>, Ks...>)
+        keep_values(run_values);
+      redraw(count, false);
+    }
+  }
+
+  template <class Backend>
+  void end(Backend& session) {
+    std::int64_t count = runs_;
+    if constexpr (HasGlobalStep<Backend>) count = static_cast<std::int64_t>(session.global_step());
+    redraw(count, true);
+  }
+
+  const ProgressBarOptions& options() const noexcept { return options_; }
+  // The total the bar shows, if it knows one.
+  std::optional<std::int64_t> total() const noexcept {
+    if (options_.total) return options_.total;
+    if (stop_ != nullptr) return stop_->last_step();
+    return std::nullopt;
+  }
+  // Redraws (terminal) or lines (plain) so far, the final one included.
+  std::int64_t draws() const noexcept { return draws_; }
+  C& clock() noexcept { return trigger_.clock(); }
+
+ private:
+  template <class Values>
+  void keep_values(const Values& run_values) {
+    values_.clear();
+    (append_value(key_name<Ks>(), *run_values[Ks{}]), ...);
+  }
+  template <class T>
+  void append_value(std::string_view name, const T& value) {
+    if (!values_.empty()) values_ += terminal_ ? "  " : ", ";
+    values_.append(name);
+    values_ += '=';
+    values_ += detail::compact_value(value);
+  }
+
+  [[gnu::noinline]] void redraw(std::int64_t count, bool final) {
+    const double now = trigger_.clock().now();
+    if (!final) trigger_.fire(count);
+    if (!first_) first_ = First{count, now};
+    const double elapsed = now - first_->time;
+    const double steps = static_cast<double>(count - first_->count);
+    const std::optional<double> rate =
+        elapsed > 0.0 && steps >= 0.0 ? std::optional(steps / elapsed) : std::nullopt;
+    const std::optional<std::int64_t> goal = total();
+    std::string line = terminal_ ? terminal_line(count, goal, rate, elapsed)
+                                 : plain_line(count, goal, rate, elapsed);
+    if (!values_.empty()) {
+      line += terminal_ ? "  " : ", ";
+      line += values_;
+    }
+    if (stream_ == nullptr) return;
+    if (terminal_) {
+      // Back to the line's start, the new text, then erase what a longer line left behind.
+      std::fprintf(stream_, "\r%s\x1b[K%s", line.c_str(), final ? "\n" : "");
+      open_line_ = !final;
+    } else {
+      std::fprintf(stream_, "%s\n", line.c_str());
+    }
+    std::fflush(stream_);
+    ++draws_;
+  }
+
+  std::string terminal_line(std::int64_t count, std::optional<std::int64_t> goal,
+                            std::optional<double> rate, double elapsed) const {
+    std::string line;
+    char text[96];
+    if (goal && *goal > 0) {
+      const double fraction = std::fmin(1.0, std::fmax(0.0, static_cast<double>(count) /
+                                                               static_cast<double>(*goal)));
+      std::snprintf(text, sizeof text, "%lld/%lld [", static_cast<long long>(count),
+                    static_cast<long long>(*goal));
+      line += text;
+      const int filled = static_cast<int>(fraction * options_.width);
+      for (int i = 0; i < options_.width; ++i)
+        line += i < filled ? '=' : (i == filled && fraction < 1.0 ? '>' : '.');
+      std::snprintf(text, sizeof text, "] %3d%%", static_cast<int>(fraction * 100.0));
+      line += text;
+    } else {
+      std::snprintf(text, sizeof text, "%lld steps", static_cast<long long>(count));
+      line += text;
+    }
+    if (rate) {
+      std::snprintf(text, sizeof text, "  %.3g steps/s", *rate);
+      line += text;
+    }
+    if (goal && rate && *rate > 0.0 && count < *goal)
+      line += "  ETA " + detail::format_duration(static_cast<double>(*goal - count) / *rate);
+    else
+      line += "  " + detail::format_duration(elapsed);
+    return line;
+  }
+
+  std::string plain_line(std::int64_t count, std::optional<std::int64_t> goal,
+                         std::optional<double> rate, double elapsed) const {
+    char text[96];
+    std::string line = "progress: step " + std::to_string(count);
+    if (goal && *goal > 0) {
+      std::snprintf(text, sizeof text, "/%lld (%d%%)", static_cast<long long>(*goal),
+                    static_cast<int>(std::fmin(1.0, static_cast<double>(count) /
+                                                        static_cast<double>(*goal)) * 100.0));
+      line += text;
+    }
+    if (rate) {
+      std::snprintf(text, sizeof text, ", %.3g steps/s", *rate);
+      line += text;
+    }
+    line += ", elapsed " + detail::format_duration(elapsed);
+    if (goal && rate && *rate > 0.0 && count < *goal)
+      line += ", ETA " + detail::format_duration(static_cast<double>(*goal - count) / *rate);
+    return line;
+  }
+
+  void finish_line() noexcept {
+    if (open_line_ && stream_ != nullptr) {
+      std::fputc('\n', stream_);
+      std::fflush(stream_);
+    }
+    open_line_ = false;
+  }
+
+  struct First {
+    std::int64_t count;
+    double time;
+  };
+
+  ProgressBarOptions options_;
+  std::FILE* stream_;
+  detail::PeriodicTrigger<C> trigger_;
+  const StopAtStepHook* stop_ = nullptr;
+  bool terminal_ = false;
+  bool open_line_ = false;
+  bool draw_ = false;
+  std::int64_t runs_ = 0;
+  std::int64_t draws_ = 0;
+  std::optional<First> first_{};
+  std::string values_;
+};
+
+ProgressBarHook() -> ProgressBarHook<Keys<>>;
+ProgressBarHook(ProgressBarOptions) -> ProgressBarHook<Keys<>>;
+ProgressBarHook(ProgressBarOptions, std::FILE*) -> ProgressBarHook<Keys<>>;
+template <Clock C>
+ProgressBarHook(ProgressBarOptions, std::FILE*, C) -> ProgressBarHook<Keys<>, C>;
+template <Clock C>
+ProgressBarHook(ProgressBarOptions, C) -> ProgressBarHook<Keys<>, C>;
+template <KeyType... Ks>
+ProgressBarHook(Keys<Ks...>) -> ProgressBarHook<Keys<Ks...>>;
+template <KeyType... Ks>
+ProgressBarHook(Keys<Ks...>, ProgressBarOptions) -> ProgressBarHook<Keys<Ks...>>;
+template <KeyType... Ks>
+ProgressBarHook(Keys<Ks...>, ProgressBarOptions, std::FILE*) -> ProgressBarHook<Keys<Ks...>>;
+template <KeyType... Ks, Clock C>
+ProgressBarHook(Keys<Ks...>, ProgressBarOptions, std::FILE*, C) -> ProgressBarHook<Keys<Ks...>, C>;
+template <KeyType... Ks, Clock C>
+ProgressBarHook(Keys<Ks...>, ProgressBarOptions, C) -> ProgressBarHook<Keys<Ks...>, C>;
+
+}  // namespace runhooks

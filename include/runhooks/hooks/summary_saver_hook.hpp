@@ -1,0 +1,320 @@
+// SummarySaverHook: writes fetched scalars and histograms to TensorBoard event files every N
+// global steps or every N seconds.
+#pragma once
+
+#include <runhooks/detail/config.hpp>
+
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+#include <filesystem>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <ranges>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <runhooks/clock.hpp>
+#include <runhooks/concepts.hpp>
+#include <runhooks/detail/checked.hpp>
+#include <runhooks/detail/hook_keys.hpp>
+#include <runhooks/detail/periodic_trigger.hpp>
+#include <runhooks/keys.hpp>
+#include <runhooks/session_run_args.hpp>
+#include <runhooks/session_run_context.hpp>
+#include <runhooks/summary/event_writer.hpp>
+#include <runhooks/summary/histogram.hpp>
+
+namespace runhooks {
+
+struct SummarySaverOptions {
+  std::optional<std::int64_t> save_steps{};  // at least 1
+  std::optional<double> save_secs{};         // greater than 0, at most 1e9
+
+  // Exactly one of the two (TensorFlow's SecondOrStepTimer errors, naming our options):
+  // std::invalid_argument, or a compile error when the options are constexpr.
+  constexpr const SummarySaverOptions& validate() const {
+    if (save_steps && save_secs) {
+      if (std::is_constant_evaluated()) throw "Can not provide both every_secs and every_steps: SummarySaverOptions sets both save_steps and save_secs";
+      throw std::invalid_argument(
+          "Can not provide both every_secs and every_steps: SummarySaverOptions sets both "
+          "save_steps=" + std::to_string(*save_steps) + " and save_secs=" +
+          detail::format_number(*save_secs) + "; set one.");
+    }
+    if (!save_steps && !save_secs) {
+      if (std::is_constant_evaluated()) throw "Either every_secs or every_steps should be provided: set SummarySaverOptions::save_steps or save_secs";
+      throw std::invalid_argument(
+          "Either every_secs or every_steps should be provided: set "
+          "SummarySaverOptions::save_steps or save_secs.");
+    }
+    if (save_steps && *save_steps < 1) {
+      if (std::is_constant_evaluated()) throw "runhooks: SummarySaverOptions::save_steps must be at least 1";
+      throw std::invalid_argument("runhooks: SummarySaverOptions::save_steps must be at least 1, got " +
+                                  std::to_string(*save_steps) + ".");
+    }
+    if (save_secs)
+      detail::checked_secs("SummarySaverOptions::save_secs", *save_secs, 0.0,
+                           /*min_exclusive=*/true);
+    return *this;
+  }
+};
+
+// The keys a SummarySaverHook writes as scalars (a number each) and as histograms (a number or a
+// range of numbers each): runhooks::scalars<Loss, Accuracy>, runhooks::histograms<Weights>.
+template <KeyType... Ks>
+struct Scalars {};
+template <KeyType... Ks>
+inline constexpr Scalars<Ks...> scalars{};
+template <KeyType... Ks>
+struct Histograms {};
+template <KeyType... Ks>
+inline constexpr Histograms<Ks...> histograms{};
+
+// One value of a summary: a scalar (TensorFlow's simple_value) or a histogram.
+struct SummaryItem {
+  std::string tag;
+  std::variant<float, Histogram> value;
+};
+
+// Where a SummarySaverHook writes. Minimal complete definition:
+//   void write_summary(const std::vector<SummaryItem>& values, std::int64_t step);
+//   void write_session_start(std::int64_t step);   // SessionLog START
+//   void flush();
+// EventFileSummaryWriter is the one TensorFlow has (an event file in output_dir).
+template <class W>
+concept SummaryWriter = requires(W& w, const std::vector<SummaryItem>& values, std::int64_t step) {
+  w.write_summary(values, step);
+  w.write_session_start(step);
+  w.flush();
+};
+
+// TensorFlow's summary writer for an output_dir: one event file, created in begin() (where
+// TensorFlow's hook gets its writer), each summary one event, flushed after each so that
+// TensorBoard sees it at once. Copies share the file. I/O failures follow EventFileWriter's rule:
+// a directory or file that cannot be created throws (from the hook's begin()); a failed write is
+// logged once and later events are dropped.
+class EventFileSummaryWriter {
+ public:
+  explicit EventFileSummaryWriter(std::filesystem::path output_dir)
+      : output_dir_(std::move(output_dir)) {}
+
+  void open() {
+    if (!writer_) writer_ = std::make_shared<EventFileWriter>(output_dir_);
+  }
+  void write_summary(const std::vector<SummaryItem>& values, std::int64_t step) {
+    open();
+    SummaryEncoder encoder;
+    for (const SummaryItem& v : values) {
+      if (const float* scalar = std::get_if<float>(&v.value))
+        encoder.add_scalar(v.tag, *scalar);
+      else
+        encoder.add_histogram(v.tag, std::get<Histogram>(v.value));
+    }
+    writer_->add_event(encoder.what(), step);
+    writer_->flush();
+  }
+  void write_session_start(std::int64_t step) {
+    open();
+    writer_->add_event(session_log_start_what(), step);
+  }
+  void flush() {
+    if (writer_) writer_->flush();
+  }
+
+  const std::filesystem::path& output_dir() const noexcept { return output_dir_; }
+  // The event file, once begin() made it.
+  EventFileWriter* writer() noexcept { return writer_.get(); }
+
+ private:
+  std::filesystem::path output_dir_;
+  std::shared_ptr<EventFileWriter> writer_;
+};
+
+namespace detail {
+template <class T>
+concept summary_scalar = std::is_arithmetic_v<T>;
+template <class T>
+concept summary_histogram =
+    std::is_arithmetic_v<T> ||
+    (std::ranges::input_range<const T&> &&
+     std::is_arithmetic_v<std::remove_cvref_t<std::ranges::range_reference_t<const T&>>>);
+
+// TensorFlow's HistogramSummary op: every value as a double; a NaN or an infinity is an error
+// ("Nan in summary histogram for: <tag>", InvalidArgumentError in TensorFlow).
+template <class T>
+Histogram make_histogram(std::string_view tag, const T& values) {
+  Histogram histogram;
+  auto add = [&](double v) {
+    if (!std::isfinite(v))
+      throw std::invalid_argument("Nan in summary histogram for: " + std::string(tag));
+    histogram.add(v);
+  };
+  if constexpr (std::is_arithmetic_v<T>)
+    add(static_cast<double>(values));
+  else
+    for (const auto& v : values) add(static_cast<double>(v));
+  return histogram;
+}
+}  // namespace detail
+
+template <class ScalarList, class HistogramList, SummaryWriter Writer = EventFileSummaryWriter,
+          Clock C = SteadyClock>
+class SummarySaverHook;
+
+// TensorFlow's SummarySaverHook, with the summary op replaced by keys: the scalar keys become
+// Summary values with simple_value (what tf.compat.v1.summary.scalar writes), the histogram keys
+// values with a HistogramProto (tf.compat.v1.summary.histogram, TensorFlow's buckets), all in
+// one event per trigger, as a merged summary op gives.
+//
+// TensorFlow's rules: the first run after begin() always writes, preceded by SessionLog START at
+// that step; after that a run writes when TensorFlow's SecondOrStepTimer triggers for the step
+// it will reach (the current global step + 1), so with save_steps=8 from 0 the summaries are at
+// steps 1, 9, 17, 25; the summaries are stamped with the global step after the run; end()
+// flushes. The keys are fetched only on the runs that write (runhooks::fetch<K>(false) on the
+// others: the backend is not asked). Per silent step: one read of the global step (shared with
+// the other hooks through the run context) and one compare with the next step that could
+// write. With save_secs the clock is sampled (detail::PeriodicTrigger), so a summary is at most
+// about 1/64 of a period late while the rate is steady.
+//
+// Differs from TensorFlow: the step the hook tests is the current global step + 1, read before
+// the run, not the stale read + 1 of the previous run (the same under +1 per run); a global step
+// that went back at a recovery lets the next run write at once (the timer's going-back rule);
+// save_steps must be at least 1 and save_secs greater than 0.
+template <KeyType... Ss, KeyType... Hs, SummaryWriter Writer, Clock C>
+class SummarySaverHook<Scalars<Ss...>, Histograms<Hs...>, Writer, C> {
+  static_assert(sizeof...(Ss) + sizeof...(Hs) > 0,
+                "runhooks::SummarySaverHook needs at least one key to write: "
+                "runhooks::scalars<Loss> and/or runhooks::histograms<Weights>");
+  static_assert((detail::summary_scalar<typename Ss::value_type> && ...),
+                "runhooks::SummarySaverHook: a scalar key's value_type must be a number; "
+                "write ranges of numbers with runhooks::histograms<Key>.");
+  static_assert((detail::summary_histogram<typename Hs::value_type> && ...),
+                "runhooks::SummarySaverHook: a histogram key's value_type must be a number or "
+                "a range of numbers (std::vector<float>, std::array<double, N>, ...).");
+
+ public:
+  // `output` is the output_dir (for EventFileSummaryWriter) or the writer itself.
+  template <class Output>
+    requires std::constructible_from<Writer, Output&&>
+  SummarySaverHook(SummarySaverOptions options, Output&& output, Scalars<Ss...>,
+                   Histograms<Hs...> = {}, C clock = {})
+      : options_(options.validate()), writer_(std::forward<Output>(output)),
+        trigger_(options_.save_steps, options_.save_secs, std::move(clock)) {}
+  template <class Output>
+    requires std::constructible_from<Writer, Output&&>
+  SummarySaverHook(SummarySaverOptions options, Output&& output, Scalars<Ss...> s, C clock)
+      : SummarySaverHook(options, std::forward<Output>(output), s, Histograms<Hs...>{},
+                         std::move(clock)) {}
+  template <class Output>
+    requires(sizeof...(Ss) == 0 && std::constructible_from<Writer, Output &&>)
+  SummarySaverHook(SummarySaverOptions options, Output&& output, Histograms<Hs...> h,
+                   C clock = {})
+      : SummarySaverHook(options, std::forward<Output>(output), Scalars<>{}, h,
+                         std::move(clock)) {}
+
+  // TensorFlow's begin(): the writer is opened and the next run is a first run again.
+  void begin() {
+    if constexpr (requires { writer_.open(); }) writer_.open();
+    started_ = false;
+  }
+
+  template <class Backend>
+  void after_create_session(Backend& session) {
+    static_assert(HasGlobalStep<Backend>,
+                  "runhooks::SummarySaverHook needs a backend with `std::int64_t global_step() "
+                  "const`; the backend type is named in this instantiation.");
+    static_assert(detail::check_hook_keys<SummarySaverHook, Backend, Ss..., Hs...>());
+    if constexpr (HasGlobalStep<Backend>) {
+      const std::optional<std::int64_t> last = trigger_.last_triggered();
+      if (last && static_cast<std::int64_t>(session.global_step()) < *last) trigger_.recheck();
+    }
+  }
+
+  template <class Ctx>
+  auto before_run(Ctx& run_context) {
+    using Backend = std::remove_cvref_t<decltype(run_context.session())>;
+    if constexpr (HasGlobalStep<Backend> && detail::fetches_all<Backend, Ss..., Hs...>) {
+      // The first run always writes: the trigger starts at its lowest count, so the first due()
+      // reaches the timer, which has not triggered yet (or, for a reused hook, started_ says so).
+      const std::int64_t next = detail::saturating_add(run_context.global_step(), 1);
+      const bool request = trigger_.due(next) || !started_;
+      return SessionRunArgs{runhooks::fetch<Ss>(request)..., runhooks::fetch<Hs>(request)...};
+    }
+  }
+
+  template <class Ctx, class Values>
+  void after_run(Ctx& run_context, const Values& run_values) {
+    using Backend = std::remove_cvref_t<decltype(run_context.session())>;
+    if constexpr (HasGlobalStep<Backend> && detail::fetches_all<Backend, Ss..., Hs...>)
+      if (run_values[first_key{}].has_value()) [[unlikely]]
+        save(run_context.global_step(), run_values);
+  }
+
+  template <class Backend>
+  void end(Backend&) {
+    writer_.flush();
+  }
+
+  const SummarySaverOptions& options() const noexcept { return options_; }
+  Writer& writer() noexcept { return writer_; }
+  C& clock() noexcept { return trigger_.clock(); }
+
+ private:
+  using first_key = detail::first_t<Ss..., Hs...>;
+
+  template <class Values>
+  [[gnu::noinline]] void save(std::int64_t global_step, const Values& run_values) {
+    if (!started_) {
+      writer_.write_session_start(global_step);
+      started_ = true;
+    }
+    trigger_.fire(global_step);
+    std::vector<SummaryItem> values;
+    values.reserve(sizeof...(Ss) + sizeof...(Hs));
+    (values.push_back({std::string(key_name<Ss>()), static_cast<float>(*run_values[Ss{}])}), ...);
+    (values.push_back({std::string(key_name<Hs>()),
+                       detail::make_histogram(key_name<Hs>(), *run_values[Hs{}])}),
+     ...);
+    writer_.write_summary(values, global_step);
+  }
+
+  SummarySaverOptions options_;
+  Writer writer_;
+  detail::PeriodicTrigger<C> trigger_;
+  bool started_ = false;
+};
+
+namespace detail {
+// A path-like output is an output_dir; anything else is the writer.
+template <class Output>
+using summary_writer_for =
+    std::conditional_t<std::is_convertible_v<Output, std::filesystem::path>, EventFileSummaryWriter,
+                       std::remove_cvref_t<Output>>;
+}  // namespace detail
+
+template <class Output, KeyType... Ss>
+SummarySaverHook(SummarySaverOptions, Output, Scalars<Ss...>)
+    -> SummarySaverHook<Scalars<Ss...>, Histograms<>, detail::summary_writer_for<Output>>;
+template <class Output, KeyType... Ss, Clock C>
+SummarySaverHook(SummarySaverOptions, Output, Scalars<Ss...>, C)
+    -> SummarySaverHook<Scalars<Ss...>, Histograms<>, detail::summary_writer_for<Output>, C>;
+template <class Output, KeyType... Ss, KeyType... Hs>
+SummarySaverHook(SummarySaverOptions, Output, Scalars<Ss...>, Histograms<Hs...>)
+    -> SummarySaverHook<Scalars<Ss...>, Histograms<Hs...>, detail::summary_writer_for<Output>>;
+template <class Output, KeyType... Ss, KeyType... Hs, Clock C>
+SummarySaverHook(SummarySaverOptions, Output, Scalars<Ss...>, Histograms<Hs...>, C)
+    -> SummarySaverHook<Scalars<Ss...>, Histograms<Hs...>, detail::summary_writer_for<Output>, C>;
+template <class Output, KeyType... Hs>
+SummarySaverHook(SummarySaverOptions, Output, Histograms<Hs...>)
+    -> SummarySaverHook<Scalars<>, Histograms<Hs...>, detail::summary_writer_for<Output>>;
+template <class Output, KeyType... Hs, Clock C>
+SummarySaverHook(SummarySaverOptions, Output, Histograms<Hs...>, C)
+    -> SummarySaverHook<Scalars<>, Histograms<Hs...>, detail::summary_writer_for<Output>, C>;
+
+}  // namespace runhooks

@@ -1,0 +1,166 @@
+// EarlyStoppingHook: Keras' EarlyStopping rules (keras/src/callbacks/early_stopping.py) on a
+// metric the backend computes, the lazy fetch, the log line saying why, and option validation.
+// tests/tf_reference_hooks.cpp replays sequences that real Keras recorded.
+
+#include <runhooks/hooks/early_stopping_hook.hpp>
+#include <runhooks/monitored_session.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "support/fakes.hpp"
+
+using runhooks::EarlyStoppingHook;
+using runhooks::MetricMode;
+
+namespace {
+
+struct ValLoss : runhooks::Key<double> {
+  static constexpr std::string_view name = "val_loss";
+};
+
+// The metric's value at the k-th fetch is values[k]; counts the fetches.
+struct MetricBackend {
+  std::vector<double> values;
+  std::int64_t step = 0;
+  std::size_t fetches = 0;
+  void run() { ++step; }
+  std::int64_t global_step() const { return step; }
+  double fetch(ValLoss) { return values.at(fetches++); }
+};
+
+// Notes that end() ran.
+struct EndFlag {
+  bool* ended;
+  void end(auto&) { *ended = true; }
+};
+
+// Runs until the session stops or the values run out; returns the checks made.
+std::size_t checks_until_stop(EarlyStoppingHook<ValLoss>& hook, std::vector<double> values,
+                              std::int64_t runs_per_check = 1) {
+  const std::size_t available = values.size();
+  runhooks::MonitoredSession session{MetricBackend{std::move(values)}, std::ref(hook)};
+  while (!session.should_stop() &&
+         session.raw_session().fetches < available) {
+    for (std::int64_t i = 0; i < runs_per_check && !session.should_stop(); ++i) session.run();
+  }
+  return session.raw_session().fetches;
+}
+
+}  // namespace
+
+TEST_CASE("EarlyStopping, Keras' docstring example: patience=3 on a loss that only grows stops after 4 checks") {
+  fakes::LogCapture capture;
+  EarlyStoppingHook<ValLoss> hook({.patience = 3});
+  CHECK(checks_until_stop(hook, {1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0}) == 4);
+  CHECK(hook.stopped_step() == 4);
+  CHECK(hook.best() == 1.0);
+  CHECK(hook.best_step() == 1);
+  CHECK(capture.lines() ==
+        std::vector<std::string>{"EarlyStoppingHook: stopping at global step 4: val_loss did "
+                                 "not improve on its best (1.0 at global step 1) by more than "
+                                 "0.0 in 3 checks (patience 3)."});
+}
+
+TEST_CASE("EarlyStopping: patience=0 stops at the second check without improvement, never the first") {
+  fakes::LogCapture capture;
+  EarlyStoppingHook<ValLoss> hook({.patience = 0});
+  CHECK(checks_until_stop(hook, {5.0, 4.0, 3.0, 3.0, 1.0}) == 4);
+}
+
+TEST_CASE("EarlyStopping: min_delta, an improvement must beat the best by more than it") {
+  fakes::LogCapture capture;
+  EarlyStoppingHook<ValLoss> hook({.min_delta = 0.25, .patience = 1});
+  // 1.0 best; 0.875 is not enough (0.875 + 0.25 >= 1.0): wait 1 >= 1, stop at check 2.
+  CHECK(checks_until_stop(hook, {1.0, 0.875, 0.5, 0.25}) == 2);
+  EarlyStoppingHook<ValLoss> enough({.min_delta = 0.25, .patience = 1});
+  // 0.5 + 0.25 < 1.0 improves; then 0.375 + 0.25 >= 0.5 does not: stop at check 3.
+  CHECK(checks_until_stop(enough, {1.0, 0.5, 0.375, 0.0}) == 3);
+}
+
+TEST_CASE("EarlyStopping: mode max") {
+  fakes::LogCapture capture;
+  EarlyStoppingHook<ValLoss> hook({.mode = MetricMode::max, .patience = 2});
+  CHECK(checks_until_stop(hook, {0.5, 0.75, 0.875, 0.75, 0.875, 0.5, 0.25}) == 5);
+  CHECK(hook.best() == 0.875);
+  CHECK(hook.best_step() == 3);
+}
+
+TEST_CASE("EarlyStopping: a baseline that is never beaten stops after patience checks") {
+  fakes::LogCapture capture;
+  EarlyStoppingHook<ValLoss> hook({.patience = 2, .baseline = 0.5});
+  // 0.9 is the best but not below the baseline: wait stays 1, and the next check that does not
+  // improve makes it 2. Without the baseline the stop comes one check later.
+  CHECK(checks_until_stop(hook, {0.9, 0.95, 0.95, 0.95}) == 2);
+  CHECK(capture.contains("nor on the baseline 0.5"));
+  EarlyStoppingHook<ValLoss> no_baseline({.patience = 2});
+  CHECK(checks_until_stop(no_baseline, {0.9, 0.95, 0.95, 0.95}) == 3);
+  // Keras checks the patience only when a value does not improve on the best: values that keep
+  // improving never stop, even short of the baseline.
+  EarlyStoppingHook<ValLoss> improving({.patience = 2, .baseline = 0.5});
+  CHECK(checks_until_stop(improving, {0.9, 0.8, 0.7, 0.6, 0.55}) == 5);
+  CHECK_FALSE(improving.stopped_step().has_value());
+  EarlyStoppingHook<ValLoss> beaten({.patience = 2, .baseline = 0.5});
+  CHECK(checks_until_stop(beaten, {0.9, 0.4, 0.45, 0.45, 0.45, 0.45}) == 4);
+}
+
+TEST_CASE("EarlyStopping: start_from_check skips the first checks") {
+  fakes::LogCapture capture;
+  EarlyStoppingHook<ValLoss> hook({.patience = 0, .start_from_check = 2});
+  CHECK(checks_until_stop(hook, {1.0, 2.0, 3.0, 4.0, 5.0}) == 4);
+}
+
+TEST_CASE("EarlyStopping: the metric is fetched only on the check runs") {
+  fakes::LogCapture capture;
+  EarlyStoppingHook<ValLoss> hook({.patience = 1, .every_n_iter = 5});
+  runhooks::MonitoredSession session{MetricBackend{{3.0, 2.0, 2.5, 2.5}}, std::ref(hook)};
+  int runs = 0;
+  while (!session.should_stop()) {
+    session.run();
+    ++runs;
+  }
+  // Checks after runs 5, 10, 15: 3.0 best, 2.0 best, 2.5 no (wait 1 >= 1): stop after run 15.
+  CHECK(runs == 15);
+  CHECK(session.raw_session().fetches == 3);
+  CHECK(hook.stopped_step() == 15);
+  CHECK(hook.best_step() == 10);
+}
+
+TEST_CASE("EarlyStopping: begin() starts over; the stop is a clean end") {
+  fakes::LogCapture capture;
+  EarlyStoppingHook<ValLoss> hook({.patience = 1});
+  CHECK(checks_until_stop(hook, {1.0, 2.0, 0.0}) == 2);
+  CHECK(checks_until_stop(hook, {5.0, 4.0, 3.0, 3.0}) == 4);
+  CHECK(hook.best() == 3.0);
+  bool ended = false;
+  EarlyStoppingHook<ValLoss> again({.patience = 0});
+  runhooks::MonitoredSession session{MetricBackend{{1.0, 2.0}}, std::ref(again), EndFlag{&ended}};
+  runhooks::run_loop(session);
+  CHECK(ended);
+}
+
+TEST_CASE("EarlyStopping: options are validated") {
+  using O = runhooks::EarlyStoppingOptions;
+  CHECK_THROWS_WITH_AS((O{.min_delta = -0.1}.validate()),
+                       "runhooks: EarlyStoppingOptions::min_delta must be a finite number at least 0, got -0.1.",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS((O{.min_delta = std::numeric_limits<double>::quiet_NaN()}.validate()),
+                       doctest::Contains("EarlyStoppingOptions::min_delta"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS((O{.patience = -1}.validate()),
+                       "runhooks: EarlyStoppingOptions::patience must be at least 0, got -1.",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS((O{.baseline = std::numeric_limits<double>::infinity()}.validate()),
+                       doctest::Contains("EarlyStoppingOptions::baseline"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS((O{.every_n_iter = 0}.validate()),
+                       "runhooks: EarlyStoppingOptions::every_n_iter must be at least 1, got 0.",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS((O{.start_from_check = -3}.validate()),
+                       doctest::Contains("start_from_check"), std::invalid_argument);
+  CHECK_THROWS_AS(EarlyStoppingHook<ValLoss>({.patience = -1}), std::invalid_argument);
+}
