@@ -24,3 +24,11 @@
 #include <runhooks/summary/event_writer.hpp>
 #include <runhooks/summary/event_reader.hpp>
 #include <runhooks/summary/histogram.hpp>
+#include <runhooks/hooks/signal_stop_hook.hpp>
+#include <runhooks/checkpoint/checkpoint_error.hpp>
+#include <runhooks/checkpoint/checkpointable.hpp>
+#include <runhooks/checkpoint/flat_arrays.hpp>
+#include <runhooks/checkpoint/checkpoint_state.hpp>
+#include <runhooks/checkpoint/checkpoint_manager.hpp>
+#include <runhooks/checkpoint/checkpoint_saver_hook.hpp>
+#include <runhooks/checkpoint/chief_session_creator.hpp>

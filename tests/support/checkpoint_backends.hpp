@@ -180,7 +180,7 @@ struct SnapshotBackend : CheckpointedBackend {
 // TensorFlow's MockCheckpointSaverListener: counts each point; after_save returns ask_for_stop.
 struct ListenerCounts {
   int begin = 0, before_save = 0, after_save = 0, end = 0;
-  std::vector<std::int64_t> before_steps, after_steps;
+  std::vector<std::int64_t> before_steps{}, after_steps{};
   bool ask_for_stop = false;
   bool operator==(const ListenerCounts& o) const {
     return begin == o.begin && before_save == o.before_save && after_save == o.after_save &&

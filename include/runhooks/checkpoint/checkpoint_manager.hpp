@@ -7,6 +7,9 @@
 #include <runhooks/detail/config.hpp>
 
 #include <cerrno>
+#include <condition_variable>
+#include <map>
+#include <mutex>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -29,6 +32,50 @@
 #include <runhooks/log.hpp>
 
 namespace runhooks {
+
+namespace detail {
+
+// The checkpoint directories that saves of this process are writing to in the background. A
+// restore waits until none is in flight to its directory, so that a recovery restores the save
+// that was being written when the backend was lost, not the one before.
+class SavesInFlight {
+ public:
+  static SavesInFlight& instance() {
+    static SavesInFlight saves;
+    return saves;
+  }
+  void add(const std::string& directory) {
+    std::lock_guard lock(mutex_);
+    ++count_[directory];
+  }
+  void remove(const std::string& directory) {
+    {
+      std::lock_guard lock(mutex_);
+      if (--count_[directory] == 0) count_.erase(directory);
+    }
+    changed_.notify_all();
+  }
+  void wait(const std::string& directory) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return count_.find(directory) == count_.end(); });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<std::string, int> count_;
+};
+
+// One spelling per directory: absolute, symbolic links resolved as far as the path exists.
+inline std::string directory_key(const std::filesystem::path& directory) {
+  std::error_code error;
+  std::filesystem::path absolute = std::filesystem::absolute(directory, error);
+  if (error) return directory.lexically_normal().string();
+  std::filesystem::path canonical = std::filesystem::weakly_canonical(absolute, error);
+  return (error ? absolute.lexically_normal() : canonical).string();
+}
+
+}  // namespace detail
 
 struct CheckpointManagerOptions {
   std::filesystem::path checkpoint_dir;

@@ -50,45 +50,44 @@ constexpr CheckedSaverOptions check_saver_options(std::string_view checkpoint_di
                                                   const std::optional<double>& save_secs,
                                                   std::string_view basename, int max_to_keep,
                                                   const std::optional<double>& every_n_hours) {
-  const bool constant = std::is_constant_evaluated();
   if (checkpoint_dir.empty()) {
-    if (constant) throw "runhooks: CheckpointSaverOptions::checkpoint_dir must name a directory";
+    if (std::is_constant_evaluated()) throw "runhooks: CheckpointSaverOptions::checkpoint_dir must name a directory";
     throw std::invalid_argument(
         "runhooks: CheckpointSaverOptions::checkpoint_dir must name a directory, got ''.");
   }
   // TensorFlow's messages (its SecondOrStepTimer raises them for CheckpointSaverHook).
   if (save_steps && save_secs) {
-    if (constant) throw "Can not provide both every_secs and every_steps. (CheckpointSaverOptions: save_steps and save_secs are both set)";
+    if (std::is_constant_evaluated()) throw "Can not provide both every_secs and every_steps. (CheckpointSaverOptions: save_steps and save_secs are both set)";
     throw std::invalid_argument(
         "Can not provide both every_secs and every_steps. (CheckpointSaverOptions: save_steps = " +
         std::to_string(*save_steps) + ", save_secs = " + format_number(*save_secs) + ")");
   }
   if (!save_steps && !save_secs) {
-    if (constant) throw "Either every_secs or every_steps should be provided. (CheckpointSaverOptions: set save_steps or save_secs)";
+    if (std::is_constant_evaluated()) throw "Either every_secs or every_steps should be provided. (CheckpointSaverOptions: set save_steps or save_secs)";
     throw std::invalid_argument(
         "Either every_secs or every_steps should be provided. (CheckpointSaverOptions: set "
         "save_steps or save_secs)");
   }
   if (save_steps && *save_steps < 1) {
-    if (constant) throw "runhooks: CheckpointSaverOptions::save_steps must be at least 1";
+    if (std::is_constant_evaluated()) throw "runhooks: CheckpointSaverOptions::save_steps must be at least 1";
     throw std::invalid_argument("runhooks: CheckpointSaverOptions::save_steps must be at least 1, got " +
                                 std::to_string(*save_steps) + ".");
   }
   if (save_secs) checked_secs("CheckpointSaverOptions::save_secs", *save_secs, 0.0, true);
   if (basename.empty() || basename.find('/') != std::string_view::npos ||
       basename.front() == '.' || basename == "checkpoint") {
-    if (constant) throw "runhooks: CheckpointSaverOptions::basename must be a file name without '/', not starting with '.' and not 'checkpoint'";
+    if (std::is_constant_evaluated()) throw "runhooks: CheckpointSaverOptions::basename must be a file name without '/', not starting with '.' and not 'checkpoint'";
     throw std::invalid_argument(
         "runhooks: CheckpointSaverOptions::basename must be a file name without '/', not "
         "starting with '.' and not 'checkpoint', got '" + std::string(basename) + "'.");
   }
   if (max_to_keep < 0) {
-    if (constant) throw "runhooks: CheckpointSaverOptions::max_to_keep must be at least 0";
+    if (std::is_constant_evaluated()) throw "runhooks: CheckpointSaverOptions::max_to_keep must be at least 0";
     throw std::invalid_argument("runhooks: CheckpointSaverOptions::max_to_keep must be at least 0, got " +
                                 std::to_string(max_to_keep) + ".");
   }
   if (every_n_hours && !(*every_n_hours > 0.0 && *every_n_hours <= max_duration_secs / 3600.0)) {
-    if (constant) throw "runhooks: CheckpointSaverOptions::keep_checkpoint_every_n_hours must be greater than 0 and at most 277777";
+    if (std::is_constant_evaluated()) throw "runhooks: CheckpointSaverOptions::keep_checkpoint_every_n_hours must be greater than 0 and at most 277777";
     throw std::invalid_argument(
         "runhooks: CheckpointSaverOptions::keep_checkpoint_every_n_hours must be greater than 0 "
         "and at most 277777, got " + format_number(*every_n_hours) + ".");
@@ -240,7 +239,8 @@ class CheckpointSaverHook {
         async_(other.async_),
         skip_when_busy_(other.skip_when_busy_),
         last_saved_step_(other.last_saved_step_),
-        in_flight_(std::move(other.in_flight_)) {}
+        in_flight_(std::move(other.in_flight_)),
+        directory_key_(std::move(other.directory_key_)) {}
   CheckpointSaverHook& operator=(CheckpointSaverHook&&) = delete;
 
   // A save still in flight is waited for; its error, which no run() or close() can raise any
@@ -255,6 +255,7 @@ class CheckpointSaverHook {
 
   void begin() {
     manager_.open(wall_now());
+    directory_key_ = detail::directory_key(manager_.directory());
     std::apply([](auto&... l) { (call_begin(l), ...); }, listeners_);
   }
 
@@ -299,7 +300,13 @@ class CheckpointSaverHook {
   const std::vector<CheckpointEntry>& checkpoints() const noexcept { return manager_.checkpoints(); }
   const CheckpointManager& manager() const noexcept { return manager_; }
   std::optional<std::int64_t> last_saved_step() const noexcept { return last_saved_step_; }
+  // Whether a background save is in flight (started and not yet collected by after_run, end() or
+  // after_create_session), and whether that one has finished writing.
   bool save_in_flight() const noexcept { return in_flight_ != nullptr; }
+  bool save_in_flight_finished() {
+    std::lock_guard lock(mutex_);
+    return in_flight_ && in_flight_->done;
+  }
   // The listeners, in the order given.
   std::tuple<Listeners...>& listeners() noexcept { return listeners_; }
   C& clock() noexcept { return timer_.clock(); }
@@ -423,21 +430,30 @@ class CheckpointSaverHook {
     auto in_flight = std::make_unique<InFlight>();
     in_flight->step = step;
     InFlight* record = in_flight.get();
-    in_flight->thread = std::thread(
-        [this, record, step, timestamp, snapshot = std::move(snapshot)]() mutable {
-          std::exception_ptr error;
-          try {
-            const std::filesystem::path prefix = manager_.save(
-                step, timestamp, [&](const std::filesystem::path& p) { snapshot.write(p); });
-            log(Severity::info, "runhooks: saved checkpoint " + prefix.string());
-          } catch (...) {
-            error = std::current_exception();
-          }
-          std::lock_guard lock(mutex_);
-          record->error = error;
-          record->done = true;
-          next_check_.store(always, std::memory_order_relaxed);  // the next after_run collects it
-        });
+    // Registered before the thread starts, so that a restore on this thread (a recovery) waits
+    // for this save (see detail::SavesInFlight).
+    detail::SavesInFlight::instance().add(directory_key_);
+    try {
+      in_flight->thread = std::thread(
+          [this, record, step, timestamp, snapshot = std::move(snapshot)]() mutable {
+            std::exception_ptr error;
+            try {
+              const std::filesystem::path prefix = manager_.save(
+                  step, timestamp, [&](const std::filesystem::path& p) { snapshot.write(p); });
+              log(Severity::info, "runhooks: saved checkpoint " + prefix.string());
+            } catch (...) {
+              error = std::current_exception();
+            }
+            detail::SavesInFlight::instance().remove(directory_key_);
+            std::lock_guard lock(mutex_);
+            record->error = error;
+            record->done = true;
+            next_check_.store(always, std::memory_order_relaxed);  // the next after_run collects it
+          });
+    } catch (...) {
+      detail::SavesInFlight::instance().remove(directory_key_);
+      throw;
+    }
     in_flight_ = std::move(in_flight);
   }
 
@@ -472,6 +488,7 @@ class CheckpointSaverHook {
   std::optional<std::int64_t> last_saved_step_;
   std::unique_ptr<InFlight> in_flight_;
   std::mutex mutex_;
+  std::string directory_key_;
 };
 
 }  // namespace runhooks

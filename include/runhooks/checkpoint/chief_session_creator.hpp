@@ -15,6 +15,7 @@
 #include <utility>
 
 #include <runhooks/checkpoint/checkpoint_error.hpp>
+#include <runhooks/checkpoint/checkpoint_manager.hpp>
 #include <runhooks/checkpoint/checkpoint_state.hpp>
 #include <runhooks/checkpoint/checkpointable.hpp>
 #include <runhooks/concepts.hpp>
@@ -89,6 +90,11 @@ class ChiefSessionCreator {
                             "whatever " + detail::quoted_path(checkpoint_dir_) + " holds.");
         return;
       }
+      // A background save to that directory (the one in flight when the backend was lost)
+      // finishes first.
+      const std::filesystem::path& where =
+          checkpoint_filename_.empty() ? checkpoint_dir_ : checkpoint_filename_.parent_path();
+      if (!where.empty()) detail::SavesInFlight::instance().wait(detail::directory_key(where));
       std::optional<std::filesystem::path> prefix;
       if (!checkpoint_filename_.empty()) {
         if (!checkpoint_exists(checkpoint_filename_))

@@ -1,0 +1,339 @@
+// Faults with real processes (tests/checkpoint_helper.cpp, the demo backend under a
+// CheckpointSaverHook and a ChiefSessionCreator):
+//   - crash-resume: the helper is SIGKILLed at random instants, saves included, and restarted,
+//     RUNHOOKS_CRASH_KILLS times (default 50; `./dev fuzz` runs 1000). After every kill the state
+//     file parses, its latest checkpoint restores to exactly what a replay from scratch gives, it
+//     is never older than the last save the helper reported durable, retention holds; every
+//     restart resumes from that checkpoint;
+//   - SIGTERM mid-run: exit 0, every end() ran, the final checkpoint is the last completed step,
+//     and a rerun resumes there;
+//   - a file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored): at session creation, a clear error; in
+//     the middle of training, run() raises naming the checkpoint and "File too large", and the
+//     state file and the checkpoint it names stay intact.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <runhooks/checkpoint/checkpoint_state.hpp>
+#include <runhooks/checkpoint/chief_session_creator.hpp>
+
+#include <support/checkpoint_backends.hpp>
+
+#include "logistic_regression.hpp"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using ckpt::TempDir;
+
+std::string helper_path() {
+  const char* path = std::getenv("RUNHOOKS_CHECKPOINT_HELPER");
+  REQUIRE_MESSAGE(path != nullptr, "RUNHOOKS_CHECKPOINT_HELPER must name tests/checkpoint_helper");
+  return path;
+}
+
+// A child process with its stdout in a pipe.
+class Child {
+ public:
+  explicit Child(const std::vector<std::string>& args) {
+    int fds[2];
+    REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    const int error = ::posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(fds[1]);
+    out_ = fds[0];
+    REQUIRE_MESSAGE(error == 0, "posix_spawn " << args[0] << ": " << std::strerror(error));
+  }
+  Child(const Child&) = delete;
+  ~Child() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      wait();
+    }
+    if (out_ >= 0) ::close(out_);
+  }
+
+  // Reads what the child wrote for up to `ms` milliseconds (until its stdout closes).
+  void read_for(double ms) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::microseconds(static_cast<long>(ms * 1000));
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() < 0 || out_ < 0) return;
+      pollfd p{out_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+        if (std::chrono::steady_clock::now() >= deadline) return;
+        continue;
+      }
+      if (!drain_once()) return;
+    }
+  }
+  // Reads until the child's stdout closes.
+  void read_all() {
+    while (out_ >= 0 && drain_once()) {
+    }
+  }
+  void kill(int signal) { ::kill(pid_, signal); }
+  int wait() {
+    int status = 0;
+    if (pid_ > 0) {
+      while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+      }
+      pid_ = -1;
+      status_ = status;
+    }
+    return status_;
+  }
+  const std::string& output() const { return output_; }
+  std::vector<std::string> lines() const {
+    std::vector<std::string> lines;
+    std::istringstream in(output_);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  }
+  bool said(const std::string& line) const {
+    for (const std::string& l : lines())
+      if (l == line) return true;
+    return false;
+  }
+
+ private:
+  bool drain_once() {
+    char buffer[4096];
+    const ::ssize_t got = ::read(out_, buffer, sizeof buffer);
+    if (got <= 0) {
+      if (got < 0 && errno == EINTR) return true;
+      ::close(out_);
+      out_ = -1;
+      return false;
+    }
+    output_.append(buffer, static_cast<std::size_t>(got));
+    return true;
+  }
+  pid_t pid_ = -1;
+  int out_ = -1;
+  int status_ = 0;
+  std::string output_;
+};
+
+std::int64_t number_after(const std::string& line, const std::string& prefix) {
+  return std::stoll(line.substr(prefix.size()));
+}
+
+// What the demo backend is after `steps` steps from scratch, and what checkpoint `prefix` holds.
+demo::LogisticRegression fresh_backend(std::size_t extra) {
+  const demo::Weights true_weights = {2.0, -3.0, 1.5, 0.0, -1.0, 0.5, -0.5};
+  std::mt19937 rng(2024);
+  return demo::LogisticRegression(demo::make_data(true_weights, 4000, rng), 16, 7, extra);
+}
+
+// The step the newest checkpoint holds, after checking that it restores to exactly the replay.
+std::int64_t check_latest(const fs::path& dir, std::size_t extra, demo::LogisticRegression& replay) {
+  const std::optional<fs::path> latest = runhooks::latest_checkpoint(dir);
+  if (!latest) return -1;
+  demo::LogisticRegression restored = fresh_backend(extra);
+  runhooks::restore_checkpoint(restored, *latest);
+  const std::int64_t step = restored.global_step();
+  REQUIRE(step >= replay.global_step());
+  while (replay.global_step() < step) replay.run();
+  CHECK(restored.weights() == replay.weights());
+  CHECK(restored.extra() == replay.extra());
+  // Its name: TensorFlow's, or the staging copy's while a save at the same step replaced it.
+  const std::string name = fs::path(*latest).filename().string();
+  const std::string proper = "model.ckpt-" + std::to_string(step);
+  CHECK_MESSAGE((name == proper || name.rfind("." + proper + ".tmp-", 0) == 0), name);
+  return step;
+}
+
+// Distinct checkpoint prefixes with files on disk ("model.ckpt-N"), staging files apart.
+std::set<std::string> prefixes_on_disk(const fs::path& dir) {
+  std::set<std::string> prefixes;
+  for (const std::string& name : ckpt::files_in(dir)) {
+    if (name.rfind("model.ckpt-", 0) != 0) continue;
+    prefixes.insert(name.substr(0, name.find('.', std::string("model.ckpt-").size())));
+  }
+  return prefixes;
+}
+
+int env_int(const char* name, int fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? std::atoi(value) : fallback;
+}
+
+}  // namespace
+
+TEST_CASE("crash-resume: SIGKILL at random instants, saves included; every restart resumes") {
+  const int kills = env_int("RUNHOOKS_CRASH_KILLS", 50);
+  const std::size_t extra = 8192;  // 64 KiB of parameters: saves take a while, and get killed
+  TempDir dir;
+  std::mt19937 rng(static_cast<unsigned>(env_int("RUNHOOKS_CRASH_SEED", 20261123)));
+  // A save takes tens of milliseconds (four fsyncs), the first one comes after the start-up: up to
+  // 200 ms spans the start, the restore and a few saves.
+  std::uniform_real_distribution<double> delay_ms(0.0, 200.0);
+  demo::LogisticRegression replay = fresh_backend(extra);
+  std::int64_t last_durable = -1;  // the newest save a helper reported durable
+  std::int64_t latest = -1;        // the newest checkpoint, checked after the last kill
+  int killed_in_saves = 0;
+  for (int kill = 0; kill < kills; ++kill) {
+    INFO("kill " << kill << " of " << kills << " (RUNHOOKS_CRASH_SEED selects the instants)");
+    const bool async = kill % 2 == 1;
+    std::vector<std::string> args = {helper_path(), "--checkpoint-dir", dir.str(), "--steps",
+                                     "1000000000", "--save-steps", "3", "--extra",
+                                     std::to_string(extra)};
+    if (async) args.push_back("--async");
+    Child child(args);
+    child.read_for(delay_ms(rng));
+    child.kill(SIGKILL);
+    CHECK(WIFSIGNALED(child.wait()));
+    child.read_all();
+    for (const std::string& line : child.lines()) {
+      if (line.rfind("resumed ", 0) == 0) {
+        // The restart resumed from the newest checkpoint there was.
+        CHECK(number_after(line, "resumed ") == std::max<std::int64_t>(latest, 0));
+      } else if (line.rfind("saved ", 0) == 0) {
+        last_durable = std::max(last_durable, number_after(line, "saved "));
+      }
+    }
+    // The state file parses, and its checkpoint is complete, never older than a reported save.
+    latest = check_latest(dir.path, extra, replay);
+    CHECK(latest >= last_durable);
+    // Retention: max_to_keep 3 named; on disk, at most one more (being written or deleted).
+    const std::vector<std::string> named = ckpt::named_checkpoints(dir.path);
+    CHECK(named.size() <= 3);
+    const std::set<std::string> on_disk = prefixes_on_disk(dir.path);
+    CHECK(on_disk.size() <= 4);
+    const std::vector<std::string> files = ckpt::files_in(dir.path);
+    killed_in_saves += std::any_of(files.begin(), files.end(), [](const std::string& name) {
+      return name.rfind(".model.ckpt-", 0) == 0;  // a staging file: killed inside a save
+    });
+  }
+  MESSAGE(kills << " kills; the newest checkpoint is step " << latest << "; " << killed_in_saves
+                << " kills left staging files (killed inside a save)");
+  CHECK(latest > 0);
+  // A last run to completion cleans up: only the named checkpoints remain.
+  Child last({helper_path(), "--checkpoint-dir", dir.str(), "--steps", std::to_string(latest + 7),
+              "--extra", std::to_string(extra)});
+  last.read_all();
+  REQUIRE(WIFEXITED(last.wait()));
+  CHECK(WEXITSTATUS(last.wait()) == 0);
+  CHECK(last.said("resumed " + std::to_string(latest)));
+  CHECK(last.said("finished " + std::to_string(latest + 7)));
+  CHECK(check_latest(dir.path, extra, replay) == latest + 7);
+  std::vector<std::string> expected{"checkpoint"};
+  for (const std::string& name : ckpt::named_checkpoints(dir.path)) expected.push_back(name + ".arrays");
+  std::sort(expected.begin(), expected.end());
+  CHECK(ckpt::files_in(dir.path) == expected);
+}
+
+TEST_CASE("SIGTERM mid-run: exit 0, every end() ran, the final checkpoint is the last step") {
+  TempDir dir;
+  for (const bool async : {false, true}) {
+    INFO("async " << async);
+    fs::remove_all(dir.path);
+    std::vector<std::string> args = {helper_path(), "--checkpoint-dir", dir.str(), "--steps",
+                                     "1000000000", "--save-steps", "1000", "--step-us", "300"};
+    if (async) args.push_back("--async");
+    Child child(args);
+    while (child.lines().empty()) child.read_for(10);
+    child.read_for(30);
+    child.kill(SIGTERM);
+    child.read_all();
+    const int status = child.wait();
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    const std::vector<std::string> lines = child.lines();
+    REQUIRE(lines.size() >= 5);
+    CHECK(lines.back() == "signal SIGTERM");
+    const std::int64_t last = number_after(lines[lines.size() - 2], "finished ");
+    CHECK(last > 0);
+    CHECK(child.said("end checkpoint " + std::to_string(last)));
+    CHECK(child.said("end reporter " + std::to_string(last)));
+    CHECK(child.said("saved " + std::to_string(last)));
+    CHECK(ckpt::latest_step(dir.path) == last);
+    // A rerun resumes there.
+    Child rerun({helper_path(), "--checkpoint-dir", dir.str(), "--steps", std::to_string(last + 5)});
+    rerun.read_all();
+    CHECK(WEXITSTATUS(rerun.wait()) == 0);
+    CHECK(rerun.said("resumed " + std::to_string(last)));
+    CHECK(rerun.said("finished " + std::to_string(last + 5)));
+  }
+}
+
+TEST_CASE("file-size limit at session creation: a clear error before any training") {
+  TempDir dir;
+  Child child({helper_path(), "--checkpoint-dir", (dir / "ckpt").string(), "--steps", "10",
+               "--fsize-limit", "0"});
+  child.read_all();
+  const int status = child.wait();
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 3);
+  CHECK(child.output().find("error: runhooks: the checkpoint directory '" + (dir / "ckpt").string() +
+                            "' cannot be written: runhooks: writing '") != std::string::npos);
+  CHECK(child.output().find("File too large") != std::string::npos);
+  CHECK(child.output().find("resumed") == std::string::npos);
+}
+
+TEST_CASE("file-size limit mid-run: run() raises naming the checkpoint; the previous one stays") {
+  // The helper sets RLIMIT_FSIZE (16 KiB; a checkpoint is 64 KiB) once a save after step 6 has
+  // been reported durable; the next save fails. In async mode that save is the first whose
+  // write starts after the limit, raised by a later run().
+  for (const bool async : {false, true}) {
+    INFO("async " << async);
+    TempDir dir;
+    std::vector<std::string> args = {helper_path(), "--checkpoint-dir", dir.str(), "--steps", "100",
+                                     "--save-steps", "4", "--extra", "8192",
+                                     "--fsize-limit", "16384", "--fsize-limit-at-step", "6"};
+    if (async) args.push_back("--async");
+    Child child(args);
+    child.read_all();
+    const int status = child.wait();
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 3);
+    std::int64_t last_saved = -1;
+    for (const std::string& line : child.lines())
+      if (line.rfind("saved ", 0) == 0) last_saved = number_after(line, "saved ");
+    CHECK(last_saved >= 4);
+    const std::string failed = "model.ckpt-" + std::to_string(last_saved + 4);
+    const std::string expected = "error: runhooks: saving checkpoint '" + (dir / failed).string() +
+                                 "' failed: runhooks: writing '" + (dir / ("." + failed)).string() +
+                                 ".tmp-";
+    CHECK_MESSAGE(child.output().find(expected) != std::string::npos, child.output());
+    CHECK(child.output().find(".arrays': File too large") != std::string::npos);
+    // The state file and the checkpoint it names are intact; no staging file is left.
+    demo::LogisticRegression replay = fresh_backend(8192);
+    CHECK(check_latest(dir.path, 8192, replay) == last_saved);
+    std::vector<std::string> expected_files{"checkpoint"};
+    for (const std::string& name : ckpt::named_checkpoints(dir.path))
+      expected_files.push_back(name + ".arrays");
+    std::sort(expected_files.begin(), expected_files.end());
+    CHECK(ckpt::files_in(dir.path) == expected_files);
+  }
+}
