@@ -167,8 +167,8 @@ int main(int argc, char** argv) {
     while (!session.should_stop()) session.run();
     session.close();
     say("finished " + std::to_string(session.raw_session().global_step()));
-    if (const int signal = runhooks::SignalStopHook::received_signal(); signal != 0)
-      say("signal " + runhooks::detail::signal_name(signal));
+    if (const std::string signal = runhooks::SignalStopHook::received_signal_name(); !signal.empty())
+      say("signal " + signal);
     return 0;
   } catch (const std::exception& e) {
     say(std::string("error: ") + e.what());

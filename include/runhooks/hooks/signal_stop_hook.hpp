@@ -143,6 +143,11 @@ class SignalStopHook {
   static int received_signal() noexcept {
     return detail::signal_stop_signal.load(std::memory_order_relaxed);
   }
+  // Its name, "SIGTERM", "SIGINT", ... ("" when none).
+  static std::string received_signal_name() {
+    const int signal = received_signal();
+    return signal == 0 ? std::string() : detail::signal_name(signal);
+  }
 
  private:
   template <class Ctx>
