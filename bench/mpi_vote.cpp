@@ -167,6 +167,19 @@ int main(int argc, char** argv) {
   };
   const char* kinds[] = {"compute", "data-parallel"};
 
+  // Steps per measurement: about --secs of the session without a vote (measured once here, the
+  // same number on every rank since measure() returns the slowest rank's time).
+  std::vector<std::vector<std::int64_t>> steps_for(step_us.size(), std::vector<std::int64_t>(2));
+  for (std::size_t s = 0; s < step_us.size(); ++s)
+    for (int kind = 0; kind < 2; ++kind) {
+      const Backend backend{static_cast<std::int64_t>(step_us[s] * per_us), kind == 1};
+      const auto probe = std::max<std::int64_t>(
+          100, static_cast<std::int64_t>(0.2 * secs / (step_us[s] * 1e-6)));
+      const double per_step = measure(backend, variants[0], probe);
+      steps_for[s][static_cast<std::size_t>(kind)] =
+          std::max<std::int64_t>(100, static_cast<std::int64_t>(secs / per_step));
+    }
+
   // results[step][kind][variant][round] = seconds per step
   std::vector<std::vector<std::vector<std::vector<double>>>> results(
       step_us.size(), std::vector<std::vector<std::vector<double>>>(
@@ -176,7 +189,7 @@ int main(int argc, char** argv) {
       for (int kind = 0; kind < 2; ++kind)
         for (std::size_t v = 0; v < variants.size(); ++v) {
           const Backend backend{static_cast<std::int64_t>(step_us[s] * per_us), kind == 1};
-          const auto steps = static_cast<std::int64_t>(secs / (step_us[s] * 1e-6));
+          const std::int64_t steps = steps_for[s][static_cast<std::size_t>(kind)];
           results[s][static_cast<std::size_t>(kind)][v].push_back(
               measure(backend, variants[v], steps));
         }

@@ -145,15 +145,16 @@ class ProgressLogHook {
     if (!loss) return;
     const auto now = std::chrono::steady_clock::now();
     const std::int64_t step = run_context.session().global_step();
-    double rate = 0.0;
-    if (last_step_ >= 0)
-      rate = static_cast<double>(step - last_step_) /
-             std::chrono::duration<double>(now - last_time_).count();
+    if (last_step_ < 0)
+      std::printf("step %lld loss %.4f\n", static_cast<long long>(step), double{*loss});
+    else
+      std::printf("step %lld loss %.4f (%.0f steps/s)\n", static_cast<long long>(step),
+                  double{*loss},
+                  static_cast<double>(step - last_step_) /
+                      std::chrono::duration<double>(now - last_time_).count());
+    std::fflush(stdout);
     last_step_ = step;
     last_time_ = now;
-    std::printf("step %lld loss %.4f (%.0f steps/s)\n", static_cast<long long>(step),
-                double{*loss}, rate);
-    std::fflush(stdout);
   }
 
  private:
@@ -183,7 +184,7 @@ struct ReportHook {
 struct Options {
   std::int64_t steps = 20000;
   std::string checkpoint_dir;
-  std::int64_t save_steps = 1000;
+  std::int64_t save_steps = 5000;
   std::int64_t log_steps = 1000;
   std::int64_t vote_every = 0;  // 0: MpiStopVoteOptions' default rhythm
 };

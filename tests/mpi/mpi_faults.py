@@ -12,10 +12,14 @@ CASE is one of
   throw-run_or_abort, throw-uncaught, throw-caught
                  rank 2 throws in its step while the others wait in the gradient allreduce: the
                  error is printed with its rank, the job ends non-zero, nothing hangs.
+  worker-timeout rank 0 takes 30 s to create its backend, the others wait at most 1 s: they
+                 fail with an error naming max_wait_secs, and the job ends at once.
+  chief-error    the chief's checkpoint is corrupt: its restore error reaches every rank (the
+                 workers quote it), the job ends non-zero.
   data-parallel  examples/mpi_data_parallel: a run to step 3000, then a rerun to 4000 that
                  resumes from the chief's checkpoint.
   async-workers  examples/mpi_async_workers runs and checks itself.
-PROGRAM is tests/mpi/trainer for the first five. Each case prints what it measured and exits
+PROGRAM is tests/mpi/trainer for the first seven. Each case prints what it measured and exits
 non-zero on any failed claim (77, meson's SKIP, if mpirun cannot start at all).
 """
 
@@ -225,6 +229,47 @@ def case_throw(mpirun, np, program, tmp, mode):
           f"{elapsed:.2f} s (including start-up)")
 
 
+def case_worker_timeout(mpirun, np, program, tmp):
+    start = time.monotonic()
+    job, code = run_to_completion(mpirun, np, program,
+                                  ["--steps", 100, "--checkpoint-dir", os.path.join(tmp, "ckpt"),
+                                   "--chief-delay-secs", 30, "--max-wait-secs", 1])
+    elapsed = time.monotonic() - start
+    text = "\n".join(job.output())
+    check(code != 0, "mpirun exited 0 although the workers gave up on the chief", job)
+    check(re.search(r"runhooks: rank [1-9]\d* of \d+: error: runhooks: rank [1-9]\d* of \d+: the "
+                    r"chief \(rank 0\) sent no initial state within "
+                    r"MpiSessionOptions::max_wait_secs = 1 s", text),
+          "no worker reported its wait for the chief with its rank", job)
+    check(elapsed < 25.0, f"the job took {elapsed:.1f} s, not ended by the workers' timeout", job)
+    print(f"a chief 30 s late, workers waiting at most 1 s: the job ended with exit {code} after "
+          f"{elapsed:.2f} s")
+
+
+def case_chief_error(mpirun, np, program, tmp):
+    directory = os.path.join(tmp, "ckpt")
+    job, code = run_to_completion(mpirun, np, program,
+                                  ["--steps", 300, "--checkpoint-dir", directory, "--step-us", 50])
+    check(code == 0 and latest_checkpoint_step(directory) == 300, "the first run failed", job)
+    with open(os.path.join(directory, "model.ckpt-300.arrays"), "r+b") as arrays:
+        arrays.seek(40)
+        byte = arrays.read(1)
+        arrays.seek(40)
+        arrays.write(bytes([byte[0] ^ 0xFF]))
+    job, code = run_to_completion(mpirun, np, program,
+                                  ["--steps", 400, "--checkpoint-dir", directory])
+    text = "\n".join(job.output())
+    check(code != 0, "mpirun exited 0 with a corrupt checkpoint", job)
+    chief = "runhooks: rank 0 of 4: error: runhooks: restoring checkpoint" in text
+    worker = re.search(r"rank [1-9] of 4: the chief \(rank 0\) failed to create its session: "
+                       r"runhooks: restoring checkpoint", text)
+    check(chief or worker, "the chief's restore error was not reported with a rank", job)
+    check(not started(job.output()), "a rank started training from a corrupt checkpoint", job)
+    print("a corrupt checkpoint on the chief: reported " +
+          ("by the chief" if chief else "") + (" and " if chief and worker else "") +
+          ("by a worker quoting it" if worker else "") + f"; the job ended with exit {code}")
+
+
 def case_data_parallel(mpirun, np, program, tmp):
     directory = os.path.join(tmp, "ckpt")
     job, code = run_to_completion(mpirun, np, program,
@@ -267,6 +312,10 @@ def main(argv):
             case_sigkill(mpirun, np, program, tmp)
         elif case.startswith("throw-"):
             case_throw(mpirun, np, program, tmp, case[len("throw-"):])
+        elif case == "worker-timeout":
+            case_worker_timeout(mpirun, np, program, tmp)
+        elif case == "chief-error":
+            case_chief_error(mpirun, np, program, tmp)
         elif case == "data-parallel":
             case_data_parallel(mpirun, np, program, tmp)
         elif case == "async-workers":

@@ -12,7 +12,8 @@
 // std::runtime_error("injected failure at step S") in that step; --throw-mode says who handles
 // it: run_or_abort (main wraps the training in mpi_run_or_abort), uncaught (nobody: the terminate
 // handler of MpiEnvironment), caught (main catches it, prints it and returns 0, so
-// ~MpiEnvironment must abort the job instead of finalizing).
+// ~MpiEnvironment must abort the job instead of finalizing). --chief-delay-secs D makes rank 0
+// take D seconds to create its backend; --max-wait-secs W is how long the others wait for it.
 
 #include <runhooks/checkpoint/checkpoint_saver_hook.hpp>
 #include <runhooks/checkpoint/chief_session_creator.hpp>
@@ -38,6 +39,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 
 namespace {
 
@@ -49,6 +51,8 @@ struct Options {
   int throw_rank = -1;
   std::int64_t throw_at_step = -1;
   std::string throw_mode = "run_or_abort";
+  double chief_delay_secs = 0.0;  // rank 0 sleeps this long in its factory: a slow chief
+  double max_wait_secs = 7200.0;  // MpiSessionOptions::max_wait_secs
 };
 
 class Backend {
@@ -127,6 +131,10 @@ Options parse(int argc, char** argv) {
       options.throw_at_step = std::atoll(value);
     else if (arg == "--throw-mode")
       options.throw_mode = value;
+    else if (arg == "--chief-delay-secs")
+      options.chief_delay_secs = std::atof(value);
+    else if (arg == "--max-wait-secs")
+      options.max_wait_secs = std::atof(value);
     else
       throw std::invalid_argument("trainer: unknown argument '" + std::string(arg) + "'");
   }
@@ -136,10 +144,15 @@ Options parse(int argc, char** argv) {
 }
 
 void train(const Options& options, int rank) {
-  runhooks::ChiefSessionCreator chief([&] { return Backend(rank, options); },
-                                      {.checkpoint_dir = options.checkpoint_dir});
+  runhooks::ChiefSessionCreator chief(
+      [&] {
+        if (rank == 0 && options.chief_delay_secs > 0)
+          std::this_thread::sleep_for(std::chrono::duration<double>(options.chief_delay_secs));
+        return Backend(rank, options);
+      },
+      {.checkpoint_dir = options.checkpoint_dir});
   runhooks::MonitoredSession session(
-      runhooks::MpiSessionCreator(std::move(chief)),
+      runhooks::MpiSessionCreator(std::move(chief), {.max_wait_secs = options.max_wait_secs}),
       runhooks::StopAtStepHook({.last_step = options.steps}),
       runhooks::MpiChiefOnly(runhooks::CheckpointSaverHook(
           {.checkpoint_dir = options.checkpoint_dir, .save_steps = options.save_steps})),

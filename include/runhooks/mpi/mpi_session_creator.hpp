@@ -47,9 +47,10 @@ struct MpiSessionOptions {
 
 namespace detail {
 
-// The files of one saved state, by name relative to their directory, as one byte string:
-// for each file, its name's length, the name, the content's length, the content (lengths as
-// 8-byte little-endian-or-not integers: both ends are the same program).
+// The files of one saved state, by name relative to their directory, as one byte string: for
+// each file, its name's length, the name, the content's length, the content (lengths as 8-byte
+// integers in the machine's byte order: every rank runs the same program on the same kind of
+// machine).
 inline std::string pack_directory(const std::filesystem::path& directory) {
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(directory))

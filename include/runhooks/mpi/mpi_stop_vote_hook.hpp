@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <stdexcept>
@@ -107,18 +108,24 @@ class MpiStopVoteHook {
   }
 
   void begin() {
-    static_assert(sizeof(std::int64_t) == 8);
-    // Every rank must vote on the same steps: compare the rhythm (min and max of a fingerprint).
-    const std::int64_t fingerprint = options_.every_n_steps * 1000003 +
-                                     static_cast<std::int64_t>(options_.every_n_secs * 1e9) * 31 +
-                                     (options_.pipelined ? 1 : 0);
-    std::int64_t send[2] = {fingerprint, -fingerprint}, receive[2] = {0, 0};
-    detail::mpi_check(
-        MPI_Allreduce(send, receive, 2, MPI_INT64_T, MPI_MAX, comm_.get()), "MPI_Allreduce");
-    if (receive[0] != -receive[1])
-      throw MpiError("runhooks: " + detail::mpi_who() +
-                     ": MpiStopVoteHook's options (every_n_steps, every_n_secs, pipelined) differ "
-                     "between ranks; every rank must vote on the same steps.");
+    // Every rank must vote on the same steps: the maximum of each option and of its negation
+    // (its minimum) must agree. every_n_secs as its bits: a positive double's bits are a
+    // positive int64 that orders like the double.
+    const std::int64_t rhythm[3] = {options_.every_n_steps,
+                                    std::bit_cast<std::int64_t>(options_.every_n_secs),
+                                    options_.pipelined ? 1 : 0};
+    std::int64_t send[6], receive[6];
+    for (int i = 0; i < 3; ++i) {
+      send[2 * i] = rhythm[i];
+      send[2 * i + 1] = -rhythm[i];
+    }
+    detail::mpi_check(MPI_Allreduce(send, receive, 6, MPI_INT64_T, MPI_MAX, comm_.get()),
+                      "MPI_Allreduce");
+    for (int i = 0; i < 3; ++i)
+      if (receive[2 * i] != -receive[2 * i + 1])
+        throw MpiError("runhooks: " + detail::mpi_who() +
+                       ": MpiStopVoteHook's options (every_n_steps, every_n_secs, pipelined) "
+                       "differ between ranks; every rank must vote on the same steps.");
     detail::mpi_stop_ballot.store(false, std::memory_order_relaxed);
     steps_ = rounds_ = 0;
     interval_ = options_.every_n_steps > 0 ? options_.every_n_steps : 1;
@@ -130,7 +137,7 @@ class MpiStopVoteHook {
   template <class Backend>
   void after_create_session(Backend&, const Coordinator& coord) {
     coord_stop_ = coord.stop_token();
-    last_round_time_ = std::chrono::steady_clock::now();
+    last_vote_exit_ = vote_entry_ = std::chrono::steady_clock::now();
   }
 
   template <class Ctx, class Values>
@@ -148,6 +155,7 @@ class MpiStopVoteHook {
   template <class Backend>
   void end(Backend&) {
     if (armed_ && !finished_) {
+      if (options_.every_n_steps == 0) vote_entry_ = std::chrono::steady_clock::now();
       if (pending_ != MPI_REQUEST_NULL && complete_pending().stop) {
         agreed_ = true;
       } else {
@@ -182,6 +190,13 @@ class MpiStopVoteHook {
   }
 
   [[gnu::noinline]] bool vote(bool direct) {
+    if (options_.every_n_steps == 0) vote_entry_ = std::chrono::steady_clock::now();
+    const bool stop = vote_now(direct);
+    if (options_.every_n_steps == 0) last_vote_exit_ = std::chrono::steady_clock::now();
+    return stop;
+  }
+
+  bool vote_now(bool direct) {
     const bool local = wants_stop(direct);
     if (!options_.pipelined) {
       const Outcome outcome = blocking_round(local);
@@ -204,13 +219,15 @@ class MpiStopVoteHook {
     return false;
   }
 
+  // The round's payload: the stop wish, and in by-time mode the time this rank spent stepping
+  // between its last two votes (their MPI time left out: counting a slow round's wait would
+  // shrink the interval, making rounds more frequent and slower still).
   void fill(bool stop) {
     std::int64_t elapsed = 0;
-    if (options_.every_n_steps == 0) {
-      const auto now = std::chrono::steady_clock::now();
-      elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_round_time_).count();
-      last_round_time_ = now;
-    }
+    if (options_.every_n_steps == 0)
+      elapsed =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(vote_entry_ - last_vote_exit_)
+              .count();
     send_[0] = stop ? 1 : 0;
     send_[1] = elapsed;
     round_interval_ = interval_;
@@ -269,7 +286,8 @@ class MpiStopVoteHook {
   std::int64_t interval_ = 1;
   std::int64_t round_interval_ = 1;
   std::int64_t rounds_ = 0;
-  std::chrono::steady_clock::time_point last_round_time_{};
+  std::chrono::steady_clock::time_point vote_entry_{};      // by-time mode only
+  std::chrono::steady_clock::time_point last_vote_exit_{};
   MPI_Request pending_ = MPI_REQUEST_NULL;
   std::int64_t send_[2] = {0, 0};
   std::int64_t receive_[2] = {0, 0};
