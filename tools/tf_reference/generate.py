@@ -40,6 +40,8 @@ from tensorflow.python.training import monitored_session  # noqa: E402
 from tensorflow.python.training import session_run_hook  # noqa: E402
 from tensorflow.python.training import training_util  # noqa: E402
 
+import hooks as hook_scenarios  # noqa: E402  (tools/tf_reference/hooks.py: issue 12's hooks)
+
 EXPECTED_TF_VERSION = "2.21.0"
 # TensorFlow's own tests use this start time for the mocked clock.
 MOCK_START_TIME = 1484695987.209386
@@ -1137,6 +1139,9 @@ def generate():
     for s in sessions:
         files[s["name"] + ".json"] = dump_json(dict(s, scenario_type="session"))
     files["fixtures.hpp"] = emit_header(construction, timers, sessions)
+    # LoggingTensorHook, SummarySaverHook, ProfilerHook, NanTensorHook, FinalOpsHook, histograms
+    # and Keras' EarlyStopping (issue 12): hook_fixtures.hpp and hooks/<scenario>.json.
+    files.update(hook_scenarios.generate_files(tf))
     # CheckpointSaverHook: where TensorFlow saves and what its Saver keeps (issue 11).
     import checkpoint_scenarios  # pylint: disable=import-outside-toplevel
     files.update(checkpoint_scenarios.generate(tf, MOCK_START_TIME))
@@ -1161,11 +1166,13 @@ def main():
         if old != text:
             stale.append(name)
             if not args.check:
-                os.makedirs(args.out, exist_ok=True)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
                 with open(path, "w", encoding="utf-8", newline="\n") as f:
                     f.write(text)
     known = set(files)
-    extra = sorted(n for n in os.listdir(args.out) if n not in known) if os.path.isdir(args.out) else []
+    extra = sorted(os.path.relpath(os.path.join(d, n), args.out)
+                   for d, _, names in os.walk(args.out) for n in names
+                   if os.path.relpath(os.path.join(d, n), args.out) not in known)
     if args.check:
         if stale or extra:
             print("out of date: %s" % ", ".join(stale + ["(unexpected) " + n for n in extra]))

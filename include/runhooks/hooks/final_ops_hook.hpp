@@ -74,9 +74,10 @@ class FinalOpsHook<Keys<Ks...>, SessionRunArgs<FeedItems...>> {
     if constexpr (detail::fetches_all<Backend, Ks...> &&
                   (CanFeed<Backend, typename FeedItems::key_type> && ...)) {
       try {
-        feeds_.for_each([&](const auto& item) {
-          session.feed(typename std::remove_cvref_t<decltype(item)>::key_type{}, item.value);
-        });
+        if constexpr (sizeof...(FeedItems) > 0)
+          feeds_.for_each([&](const auto& item) {
+            session.feed(typename std::remove_cvref_t<decltype(item)>::key_type{}, item.value);
+          });
         values_.emplace(values_type::from_backend(session));
       } catch (const OutOfRangeError&) {
         log(Severity::warning, detail::final_ops_input_warning);
