@@ -11,197 +11,199 @@ namespace runhooks::detail {
 
 inline constexpr int near_miss_count = 187;
 
-// Every name as a member function. A class deriving from a hook and from this one sees an
+// Every name, as an enumerator. A class deriving from a hook and from this one sees an
 // ambiguous name iff the hook has a member of that name, of any kind and any access (as in
 // RUNHOOKS_DETAIL_NAME_PROBE): one class per hook type tests all the names.
 struct near_miss_probe {
-  void Begin();
-  void Begin_();
-  void egin();
-  void bbegin();
-  void ebgin();
-  void bgin();
-  void beegin();
-  void bgein();
-  void bein();
-  void beggin();
-  void beign();
-  void begn();
-  void begiin();
-  void begni();
-  void begi();
-  void beginn();
-  void begined();
-  void _after_create_session();
-  void after_create_session_();
-  void aftercreatesession();
-  void _aftercreatesession();
-  void aftercreatesession_();
-  void After_create_session();
-  void After_create_session_();
-  void Aftercreatesession();
-  void Aftercreatesession_();
-  void After_Create_Session();
-  void After_Create_Session_();
-  void AfterCreateSession();
-  void AfterCreateSession_();
-  void after_Create_Session();
-  void _after_Create_Session();
-  void after_Create_Session_();
-  void afterCreateSession();
-  void _afterCreateSession();
-  void afterCreateSession_();
-  void fter_create_session();
-  void aafter_create_session();
-  void fater_create_session();
-  void ater_create_session();
-  void affter_create_session();
-  void atfer_create_session();
-  void afer_create_session();
-  void aftter_create_session();
-  void afetr_create_session();
-  void aftr_create_session();
-  void afteer_create_session();
-  void aftre_create_session();
-  void afte_create_session();
-  void afterr_create_session();
-  void afte_rcreate_session();
-  void aftercreate_session();
-  void afterc_reate_session();
-  void after_reate_session();
-  void after_ccreate_session();
-  void after_rceate_session();
-  void after_ceate_session();
-  void after_crreate_session();
-  void after_cerate_session();
-  void after_crate_session();
-  void after_creeate_session();
-  void after_craete_session();
-  void after_crete_session();
-  void after_creaate_session();
-  void after_cretae_session();
-  void after_creae_session();
-  void after_creatte_session();
-  void after_creaet_session();
-  void after_creat_session();
-  void after_createe_session();
-  void after_creat_esession();
-  void after_createsession();
-  void after_creates_ession();
-  void after_create_ession();
-  void after_create_ssession();
-  void after_create_esssion();
-  void after_create_sssion();
-  void after_create_seession();
-  void after_create_ssesion();
-  void after_create_sesion();
-  void after_create_sesssion();
-  void after_create_sesison();
-  void after_create_sesson();
-  void after_create_sessiion();
-  void after_create_sessoin();
-  void after_create_sessin();
-  void after_create_sessioon();
-  void after_create_sessino();
-  void after_create_sessio();
-  void after_create_sessionn();
-  void after_create_sessions();
-  void after_create_sessioned();
-  void _before_run();
-  void before_run_();
-  void beforerun();
-  void _beforerun();
-  void beforerun_();
-  void Before_run();
-  void Before_run_();
-  void Beforerun();
-  void Beforerun_();
-  void Before_Run();
-  void Before_Run_();
-  void BeforeRun();
-  void BeforeRun_();
-  void before_Run();
-  void _before_Run();
-  void before_Run_();
-  void beforeRun();
-  void _beforeRun();
-  void beforeRun_();
-  void efore_run();
-  void bbefore_run();
-  void ebfore_run();
-  void bfore_run();
-  void beefore_run();
-  void bfeore_run();
-  void beore_run();
-  void beffore_run();
-  void beofre_run();
-  void befre_run();
-  void befoore_run();
-  void befroe_run();
-  void befoe_run();
-  void beforre_run();
-  void befoer_run();
-  void befor_run();
-  void beforee_run();
-  void befor_erun();
-  void beforer_un();
-  void before_un();
-  void before_rrun();
-  void before_urn();
-  void before_rn();
-  void before_ruun();
-  void before_rnu();
-  void before_ru();
-  void before_runn();
-  void before_runs();
-  void before_runed();
-  void _after_run();
-  void after_run_();
-  void afterrun();
-  void _afterrun();
-  void afterrun_();
-  void After_run();
-  void After_run_();
-  void Afterrun();
-  void Afterrun_();
-  void After_Run();
-  void After_Run_();
-  void AfterRun();
-  void AfterRun_();
-  void after_Run();
-  void _after_Run();
-  void after_Run_();
-  void afterRun();
-  void _afterRun();
-  void afterRun_();
-  void fter_run();
-  void aafter_run();
-  void fater_run();
-  void ater_run();
-  void affter_run();
-  void atfer_run();
-  void afer_run();
-  void aftter_run();
-  void afetr_run();
-  void aftr_run();
-  void afteer_run();
-  void aftre_run();
-  void afte_run();
-  void afterr_run();
-  void afte_rrun();
-  void afterr_un();
-  void after_un();
-  void after_rrun();
-  void after_urn();
-  void after_rn();
-  void after_ruun();
-  void after_rnu();
-  void after_ru();
-  void after_runn();
-  void after_runs();
-  void after_runed();
-  void End();
-  void End_();
+  enum {
+    Begin,
+    Begin_,
+    egin,
+    bbegin,
+    ebgin,
+    bgin,
+    beegin,
+    bgein,
+    bein,
+    beggin,
+    beign,
+    begn,
+    begiin,
+    begni,
+    begi,
+    beginn,
+    begined,
+    _after_create_session,
+    after_create_session_,
+    aftercreatesession,
+    _aftercreatesession,
+    aftercreatesession_,
+    After_create_session,
+    After_create_session_,
+    Aftercreatesession,
+    Aftercreatesession_,
+    After_Create_Session,
+    After_Create_Session_,
+    AfterCreateSession,
+    AfterCreateSession_,
+    after_Create_Session,
+    _after_Create_Session,
+    after_Create_Session_,
+    afterCreateSession,
+    _afterCreateSession,
+    afterCreateSession_,
+    fter_create_session,
+    aafter_create_session,
+    fater_create_session,
+    ater_create_session,
+    affter_create_session,
+    atfer_create_session,
+    afer_create_session,
+    aftter_create_session,
+    afetr_create_session,
+    aftr_create_session,
+    afteer_create_session,
+    aftre_create_session,
+    afte_create_session,
+    afterr_create_session,
+    afte_rcreate_session,
+    aftercreate_session,
+    afterc_reate_session,
+    after_reate_session,
+    after_ccreate_session,
+    after_rceate_session,
+    after_ceate_session,
+    after_crreate_session,
+    after_cerate_session,
+    after_crate_session,
+    after_creeate_session,
+    after_craete_session,
+    after_crete_session,
+    after_creaate_session,
+    after_cretae_session,
+    after_creae_session,
+    after_creatte_session,
+    after_creaet_session,
+    after_creat_session,
+    after_createe_session,
+    after_creat_esession,
+    after_createsession,
+    after_creates_ession,
+    after_create_ession,
+    after_create_ssession,
+    after_create_esssion,
+    after_create_sssion,
+    after_create_seession,
+    after_create_ssesion,
+    after_create_sesion,
+    after_create_sesssion,
+    after_create_sesison,
+    after_create_sesson,
+    after_create_sessiion,
+    after_create_sessoin,
+    after_create_sessin,
+    after_create_sessioon,
+    after_create_sessino,
+    after_create_sessio,
+    after_create_sessionn,
+    after_create_sessions,
+    after_create_sessioned,
+    _before_run,
+    before_run_,
+    beforerun,
+    _beforerun,
+    beforerun_,
+    Before_run,
+    Before_run_,
+    Beforerun,
+    Beforerun_,
+    Before_Run,
+    Before_Run_,
+    BeforeRun,
+    BeforeRun_,
+    before_Run,
+    _before_Run,
+    before_Run_,
+    beforeRun,
+    _beforeRun,
+    beforeRun_,
+    efore_run,
+    bbefore_run,
+    ebfore_run,
+    bfore_run,
+    beefore_run,
+    bfeore_run,
+    beore_run,
+    beffore_run,
+    beofre_run,
+    befre_run,
+    befoore_run,
+    befroe_run,
+    befoe_run,
+    beforre_run,
+    befoer_run,
+    befor_run,
+    beforee_run,
+    befor_erun,
+    beforer_un,
+    before_un,
+    before_rrun,
+    before_urn,
+    before_rn,
+    before_ruun,
+    before_rnu,
+    before_ru,
+    before_runn,
+    before_runs,
+    before_runed,
+    _after_run,
+    after_run_,
+    afterrun,
+    _afterrun,
+    afterrun_,
+    After_run,
+    After_run_,
+    Afterrun,
+    Afterrun_,
+    After_Run,
+    After_Run_,
+    AfterRun,
+    AfterRun_,
+    after_Run,
+    _after_Run,
+    after_Run_,
+    afterRun,
+    _afterRun,
+    afterRun_,
+    fter_run,
+    aafter_run,
+    fater_run,
+    ater_run,
+    affter_run,
+    atfer_run,
+    afer_run,
+    aftter_run,
+    afetr_run,
+    aftr_run,
+    afteer_run,
+    aftre_run,
+    afte_run,
+    afterr_run,
+    afte_rrun,
+    afterr_un,
+    after_un,
+    after_rrun,
+    after_urn,
+    after_rn,
+    after_ruun,
+    after_rnu,
+    after_ru,
+    after_runn,
+    after_runs,
+    after_runed,
+    End,
+    End_,
+  };
 };
 
 // Every name as a type. Lookup of a name before `::` considers only types, so deriving from
@@ -414,6 +416,198 @@ struct near_miss_set {
   bool any;
 };
 
+// True for a hook with none of the names, the common case: one requires-expression.
+template <class Probed>
+concept near_miss_free = requires {
+  Probed::Begin;
+  Probed::Begin_;
+  Probed::egin;
+  Probed::bbegin;
+  Probed::ebgin;
+  Probed::bgin;
+  Probed::beegin;
+  Probed::bgein;
+  Probed::bein;
+  Probed::beggin;
+  Probed::beign;
+  Probed::begn;
+  Probed::begiin;
+  Probed::begni;
+  Probed::begi;
+  Probed::beginn;
+  Probed::begined;
+  Probed::_after_create_session;
+  Probed::after_create_session_;
+  Probed::aftercreatesession;
+  Probed::_aftercreatesession;
+  Probed::aftercreatesession_;
+  Probed::After_create_session;
+  Probed::After_create_session_;
+  Probed::Aftercreatesession;
+  Probed::Aftercreatesession_;
+  Probed::After_Create_Session;
+  Probed::After_Create_Session_;
+  Probed::AfterCreateSession;
+  Probed::AfterCreateSession_;
+  Probed::after_Create_Session;
+  Probed::_after_Create_Session;
+  Probed::after_Create_Session_;
+  Probed::afterCreateSession;
+  Probed::_afterCreateSession;
+  Probed::afterCreateSession_;
+  Probed::fter_create_session;
+  Probed::aafter_create_session;
+  Probed::fater_create_session;
+  Probed::ater_create_session;
+  Probed::affter_create_session;
+  Probed::atfer_create_session;
+  Probed::afer_create_session;
+  Probed::aftter_create_session;
+  Probed::afetr_create_session;
+  Probed::aftr_create_session;
+  Probed::afteer_create_session;
+  Probed::aftre_create_session;
+  Probed::afte_create_session;
+  Probed::afterr_create_session;
+  Probed::afte_rcreate_session;
+  Probed::aftercreate_session;
+  Probed::afterc_reate_session;
+  Probed::after_reate_session;
+  Probed::after_ccreate_session;
+  Probed::after_rceate_session;
+  Probed::after_ceate_session;
+  Probed::after_crreate_session;
+  Probed::after_cerate_session;
+  Probed::after_crate_session;
+  Probed::after_creeate_session;
+  Probed::after_craete_session;
+  Probed::after_crete_session;
+  Probed::after_creaate_session;
+  Probed::after_cretae_session;
+  Probed::after_creae_session;
+  Probed::after_creatte_session;
+  Probed::after_creaet_session;
+  Probed::after_creat_session;
+  Probed::after_createe_session;
+  Probed::after_creat_esession;
+  Probed::after_createsession;
+  Probed::after_creates_ession;
+  Probed::after_create_ession;
+  Probed::after_create_ssession;
+  Probed::after_create_esssion;
+  Probed::after_create_sssion;
+  Probed::after_create_seession;
+  Probed::after_create_ssesion;
+  Probed::after_create_sesion;
+  Probed::after_create_sesssion;
+  Probed::after_create_sesison;
+  Probed::after_create_sesson;
+  Probed::after_create_sessiion;
+  Probed::after_create_sessoin;
+  Probed::after_create_sessin;
+  Probed::after_create_sessioon;
+  Probed::after_create_sessino;
+  Probed::after_create_sessio;
+  Probed::after_create_sessionn;
+  Probed::after_create_sessions;
+  Probed::after_create_sessioned;
+  Probed::_before_run;
+  Probed::before_run_;
+  Probed::beforerun;
+  Probed::_beforerun;
+  Probed::beforerun_;
+  Probed::Before_run;
+  Probed::Before_run_;
+  Probed::Beforerun;
+  Probed::Beforerun_;
+  Probed::Before_Run;
+  Probed::Before_Run_;
+  Probed::BeforeRun;
+  Probed::BeforeRun_;
+  Probed::before_Run;
+  Probed::_before_Run;
+  Probed::before_Run_;
+  Probed::beforeRun;
+  Probed::_beforeRun;
+  Probed::beforeRun_;
+  Probed::efore_run;
+  Probed::bbefore_run;
+  Probed::ebfore_run;
+  Probed::bfore_run;
+  Probed::beefore_run;
+  Probed::bfeore_run;
+  Probed::beore_run;
+  Probed::beffore_run;
+  Probed::beofre_run;
+  Probed::befre_run;
+  Probed::befoore_run;
+  Probed::befroe_run;
+  Probed::befoe_run;
+  Probed::beforre_run;
+  Probed::befoer_run;
+  Probed::befor_run;
+  Probed::beforee_run;
+  Probed::befor_erun;
+  Probed::beforer_un;
+  Probed::before_un;
+  Probed::before_rrun;
+  Probed::before_urn;
+  Probed::before_rn;
+  Probed::before_ruun;
+  Probed::before_rnu;
+  Probed::before_ru;
+  Probed::before_runn;
+  Probed::before_runs;
+  Probed::before_runed;
+  Probed::_after_run;
+  Probed::after_run_;
+  Probed::afterrun;
+  Probed::_afterrun;
+  Probed::afterrun_;
+  Probed::After_run;
+  Probed::After_run_;
+  Probed::Afterrun;
+  Probed::Afterrun_;
+  Probed::After_Run;
+  Probed::After_Run_;
+  Probed::AfterRun;
+  Probed::AfterRun_;
+  Probed::after_Run;
+  Probed::_after_Run;
+  Probed::after_Run_;
+  Probed::afterRun;
+  Probed::_afterRun;
+  Probed::afterRun_;
+  Probed::fter_run;
+  Probed::aafter_run;
+  Probed::fater_run;
+  Probed::ater_run;
+  Probed::affter_run;
+  Probed::atfer_run;
+  Probed::afer_run;
+  Probed::aftter_run;
+  Probed::afetr_run;
+  Probed::aftr_run;
+  Probed::afteer_run;
+  Probed::aftre_run;
+  Probed::afte_run;
+  Probed::afterr_run;
+  Probed::afte_rrun;
+  Probed::afterr_un;
+  Probed::after_un;
+  Probed::after_rrun;
+  Probed::after_urn;
+  Probed::after_rn;
+  Probed::after_ruun;
+  Probed::after_rnu;
+  Probed::after_ru;
+  Probed::after_runn;
+  Probed::after_runs;
+  Probed::after_runed;
+  Probed::End;
+  Probed::End_;
+};
+
 // Which names the hook has as member functions (overloaded, templates, static, any access).
 // A name is fine when `Hook::name` is an expression but not a function (a data member, a
 // static one, an enumerator), or when it is a type. A private data member cannot be told
@@ -424,569 +618,571 @@ consteval near_miss_set find_near_misses() {
   if constexpr (std::is_class_v<Hook> && !std::is_final_v<Hook>) {
     using Probed = near_miss_probed<Hook>;
     using TypeProbed = near_miss_type_probed<Hook>;
-    if constexpr (!requires { &Probed::Begin; })
-      found.misspelt[0] = !requires { { Hook::Begin } -> near_miss_value; } &&
-                          requires { typename TypeProbed::Begin::type; };
-    if constexpr (!requires { &Probed::Begin_; })
-      found.misspelt[1] = !requires { { Hook::Begin_ } -> near_miss_value; } &&
-                          requires { typename TypeProbed::Begin_::type; };
-    if constexpr (!requires { &Probed::egin; })
-      found.misspelt[2] = !requires { { Hook::egin } -> near_miss_value; } &&
-                          requires { typename TypeProbed::egin::type; };
-    if constexpr (!requires { &Probed::bbegin; })
-      found.misspelt[3] = !requires { { Hook::bbegin } -> near_miss_value; } &&
-                          requires { typename TypeProbed::bbegin::type; };
-    if constexpr (!requires { &Probed::ebgin; })
-      found.misspelt[4] = !requires { { Hook::ebgin } -> near_miss_value; } &&
-                          requires { typename TypeProbed::ebgin::type; };
-    if constexpr (!requires { &Probed::bgin; })
-      found.misspelt[5] = !requires { { Hook::bgin } -> near_miss_value; } &&
-                          requires { typename TypeProbed::bgin::type; };
-    if constexpr (!requires { &Probed::beegin; })
-      found.misspelt[6] = !requires { { Hook::beegin } -> near_miss_value; } &&
-                          requires { typename TypeProbed::beegin::type; };
-    if constexpr (!requires { &Probed::bgein; })
-      found.misspelt[7] = !requires { { Hook::bgein } -> near_miss_value; } &&
-                          requires { typename TypeProbed::bgein::type; };
-    if constexpr (!requires { &Probed::bein; })
-      found.misspelt[8] = !requires { { Hook::bein } -> near_miss_value; } &&
-                          requires { typename TypeProbed::bein::type; };
-    if constexpr (!requires { &Probed::beggin; })
-      found.misspelt[9] = !requires { { Hook::beggin } -> near_miss_value; } &&
-                          requires { typename TypeProbed::beggin::type; };
-    if constexpr (!requires { &Probed::beign; })
-      found.misspelt[10] = !requires { { Hook::beign } -> near_miss_value; } &&
-                           requires { typename TypeProbed::beign::type; };
-    if constexpr (!requires { &Probed::begn; })
-      found.misspelt[11] = !requires { { Hook::begn } -> near_miss_value; } &&
-                           requires { typename TypeProbed::begn::type; };
-    if constexpr (!requires { &Probed::begiin; })
-      found.misspelt[12] = !requires { { Hook::begiin } -> near_miss_value; } &&
-                           requires { typename TypeProbed::begiin::type; };
-    if constexpr (!requires { &Probed::begni; })
-      found.misspelt[13] = !requires { { Hook::begni } -> near_miss_value; } &&
-                           requires { typename TypeProbed::begni::type; };
-    if constexpr (!requires { &Probed::begi; })
-      found.misspelt[14] = !requires { { Hook::begi } -> near_miss_value; } &&
-                           requires { typename TypeProbed::begi::type; };
-    if constexpr (!requires { &Probed::beginn; })
-      found.misspelt[15] = !requires { { Hook::beginn } -> near_miss_value; } &&
-                           requires { typename TypeProbed::beginn::type; };
-    if constexpr (!requires { &Probed::begined; })
-      found.misspelt[16] = !requires { { Hook::begined } -> near_miss_value; } &&
-                           requires { typename TypeProbed::begined::type; };
-    if constexpr (!requires { &Probed::_after_create_session; })
-      found.misspelt[17] = !requires { { Hook::_after_create_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::_after_create_session::type; };
-    if constexpr (!requires { &Probed::after_create_session_; })
-      found.misspelt[18] = !requires { { Hook::after_create_session_ } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_create_session_::type; };
-    if constexpr (!requires { &Probed::aftercreatesession; })
-      found.misspelt[19] = !requires { { Hook::aftercreatesession } -> near_miss_value; } &&
-                           requires { typename TypeProbed::aftercreatesession::type; };
-    if constexpr (!requires { &Probed::_aftercreatesession; })
-      found.misspelt[20] = !requires { { Hook::_aftercreatesession } -> near_miss_value; } &&
-                           requires { typename TypeProbed::_aftercreatesession::type; };
-    if constexpr (!requires { &Probed::aftercreatesession_; })
-      found.misspelt[21] = !requires { { Hook::aftercreatesession_ } -> near_miss_value; } &&
-                           requires { typename TypeProbed::aftercreatesession_::type; };
-    if constexpr (!requires { &Probed::After_create_session; })
-      found.misspelt[22] = !requires { { Hook::After_create_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::After_create_session::type; };
-    if constexpr (!requires { &Probed::After_create_session_; })
-      found.misspelt[23] = !requires { { Hook::After_create_session_ } -> near_miss_value; } &&
-                           requires { typename TypeProbed::After_create_session_::type; };
-    if constexpr (!requires { &Probed::Aftercreatesession; })
-      found.misspelt[24] = !requires { { Hook::Aftercreatesession } -> near_miss_value; } &&
-                           requires { typename TypeProbed::Aftercreatesession::type; };
-    if constexpr (!requires { &Probed::Aftercreatesession_; })
-      found.misspelt[25] = !requires { { Hook::Aftercreatesession_ } -> near_miss_value; } &&
-                           requires { typename TypeProbed::Aftercreatesession_::type; };
-    if constexpr (!requires { &Probed::After_Create_Session; })
-      found.misspelt[26] = !requires { { Hook::After_Create_Session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::After_Create_Session::type; };
-    if constexpr (!requires { &Probed::After_Create_Session_; })
-      found.misspelt[27] = !requires { { Hook::After_Create_Session_ } -> near_miss_value; } &&
-                           requires { typename TypeProbed::After_Create_Session_::type; };
-    if constexpr (!requires { &Probed::AfterCreateSession; })
-      found.misspelt[28] = !requires { { Hook::AfterCreateSession } -> near_miss_value; } &&
-                           requires { typename TypeProbed::AfterCreateSession::type; };
-    if constexpr (!requires { &Probed::AfterCreateSession_; })
-      found.misspelt[29] = !requires { { Hook::AfterCreateSession_ } -> near_miss_value; } &&
-                           requires { typename TypeProbed::AfterCreateSession_::type; };
-    if constexpr (!requires { &Probed::after_Create_Session; })
-      found.misspelt[30] = !requires { { Hook::after_Create_Session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_Create_Session::type; };
-    if constexpr (!requires { &Probed::_after_Create_Session; })
-      found.misspelt[31] = !requires { { Hook::_after_Create_Session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::_after_Create_Session::type; };
-    if constexpr (!requires { &Probed::after_Create_Session_; })
-      found.misspelt[32] = !requires { { Hook::after_Create_Session_ } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_Create_Session_::type; };
-    if constexpr (!requires { &Probed::afterCreateSession; })
-      found.misspelt[33] = !requires { { Hook::afterCreateSession } -> near_miss_value; } &&
-                           requires { typename TypeProbed::afterCreateSession::type; };
-    if constexpr (!requires { &Probed::_afterCreateSession; })
-      found.misspelt[34] = !requires { { Hook::_afterCreateSession } -> near_miss_value; } &&
-                           requires { typename TypeProbed::_afterCreateSession::type; };
-    if constexpr (!requires { &Probed::afterCreateSession_; })
-      found.misspelt[35] = !requires { { Hook::afterCreateSession_ } -> near_miss_value; } &&
-                           requires { typename TypeProbed::afterCreateSession_::type; };
-    if constexpr (!requires { &Probed::fter_create_session; })
-      found.misspelt[36] = !requires { { Hook::fter_create_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::fter_create_session::type; };
-    if constexpr (!requires { &Probed::aafter_create_session; })
-      found.misspelt[37] = !requires { { Hook::aafter_create_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::aafter_create_session::type; };
-    if constexpr (!requires { &Probed::fater_create_session; })
-      found.misspelt[38] = !requires { { Hook::fater_create_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::fater_create_session::type; };
-    if constexpr (!requires { &Probed::ater_create_session; })
-      found.misspelt[39] = !requires { { Hook::ater_create_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::ater_create_session::type; };
-    if constexpr (!requires { &Probed::affter_create_session; })
-      found.misspelt[40] = !requires { { Hook::affter_create_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::affter_create_session::type; };
-    if constexpr (!requires { &Probed::atfer_create_session; })
-      found.misspelt[41] = !requires { { Hook::atfer_create_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::atfer_create_session::type; };
-    if constexpr (!requires { &Probed::afer_create_session; })
-      found.misspelt[42] = !requires { { Hook::afer_create_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::afer_create_session::type; };
-    if constexpr (!requires { &Probed::aftter_create_session; })
-      found.misspelt[43] = !requires { { Hook::aftter_create_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::aftter_create_session::type; };
-    if constexpr (!requires { &Probed::afetr_create_session; })
-      found.misspelt[44] = !requires { { Hook::afetr_create_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::afetr_create_session::type; };
-    if constexpr (!requires { &Probed::aftr_create_session; })
-      found.misspelt[45] = !requires { { Hook::aftr_create_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::aftr_create_session::type; };
-    if constexpr (!requires { &Probed::afteer_create_session; })
-      found.misspelt[46] = !requires { { Hook::afteer_create_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::afteer_create_session::type; };
-    if constexpr (!requires { &Probed::aftre_create_session; })
-      found.misspelt[47] = !requires { { Hook::aftre_create_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::aftre_create_session::type; };
-    if constexpr (!requires { &Probed::afte_create_session; })
-      found.misspelt[48] = !requires { { Hook::afte_create_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::afte_create_session::type; };
-    if constexpr (!requires { &Probed::afterr_create_session; })
-      found.misspelt[49] = !requires { { Hook::afterr_create_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::afterr_create_session::type; };
-    if constexpr (!requires { &Probed::afte_rcreate_session; })
-      found.misspelt[50] = !requires { { Hook::afte_rcreate_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::afte_rcreate_session::type; };
-    if constexpr (!requires { &Probed::aftercreate_session; })
-      found.misspelt[51] = !requires { { Hook::aftercreate_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::aftercreate_session::type; };
-    if constexpr (!requires { &Probed::afterc_reate_session; })
-      found.misspelt[52] = !requires { { Hook::afterc_reate_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::afterc_reate_session::type; };
-    if constexpr (!requires { &Probed::after_reate_session; })
-      found.misspelt[53] = !requires { { Hook::after_reate_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_reate_session::type; };
-    if constexpr (!requires { &Probed::after_ccreate_session; })
-      found.misspelt[54] = !requires { { Hook::after_ccreate_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_ccreate_session::type; };
-    if constexpr (!requires { &Probed::after_rceate_session; })
-      found.misspelt[55] = !requires { { Hook::after_rceate_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_rceate_session::type; };
-    if constexpr (!requires { &Probed::after_ceate_session; })
-      found.misspelt[56] = !requires { { Hook::after_ceate_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_ceate_session::type; };
-    if constexpr (!requires { &Probed::after_crreate_session; })
-      found.misspelt[57] = !requires { { Hook::after_crreate_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_crreate_session::type; };
-    if constexpr (!requires { &Probed::after_cerate_session; })
-      found.misspelt[58] = !requires { { Hook::after_cerate_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_cerate_session::type; };
-    if constexpr (!requires { &Probed::after_crate_session; })
-      found.misspelt[59] = !requires { { Hook::after_crate_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_crate_session::type; };
-    if constexpr (!requires { &Probed::after_creeate_session; })
-      found.misspelt[60] = !requires { { Hook::after_creeate_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_creeate_session::type; };
-    if constexpr (!requires { &Probed::after_craete_session; })
-      found.misspelt[61] = !requires { { Hook::after_craete_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_craete_session::type; };
-    if constexpr (!requires { &Probed::after_crete_session; })
-      found.misspelt[62] = !requires { { Hook::after_crete_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_crete_session::type; };
-    if constexpr (!requires { &Probed::after_creaate_session; })
-      found.misspelt[63] = !requires { { Hook::after_creaate_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_creaate_session::type; };
-    if constexpr (!requires { &Probed::after_cretae_session; })
-      found.misspelt[64] = !requires { { Hook::after_cretae_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_cretae_session::type; };
-    if constexpr (!requires { &Probed::after_creae_session; })
-      found.misspelt[65] = !requires { { Hook::after_creae_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_creae_session::type; };
-    if constexpr (!requires { &Probed::after_creatte_session; })
-      found.misspelt[66] = !requires { { Hook::after_creatte_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_creatte_session::type; };
-    if constexpr (!requires { &Probed::after_creaet_session; })
-      found.misspelt[67] = !requires { { Hook::after_creaet_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_creaet_session::type; };
-    if constexpr (!requires { &Probed::after_creat_session; })
-      found.misspelt[68] = !requires { { Hook::after_creat_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_creat_session::type; };
-    if constexpr (!requires { &Probed::after_createe_session; })
-      found.misspelt[69] = !requires { { Hook::after_createe_session } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_createe_session::type; };
-    if constexpr (!requires { &Probed::after_creat_esession; })
-      found.misspelt[70] = !requires { { Hook::after_creat_esession } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_creat_esession::type; };
-    if constexpr (!requires { &Probed::after_createsession; })
-      found.misspelt[71] = !requires { { Hook::after_createsession } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_createsession::type; };
-    if constexpr (!requires { &Probed::after_creates_ession; })
-      found.misspelt[72] = !requires { { Hook::after_creates_ession } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_creates_ession::type; };
-    if constexpr (!requires { &Probed::after_create_ession; })
-      found.misspelt[73] = !requires { { Hook::after_create_ession } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_create_ession::type; };
-    if constexpr (!requires { &Probed::after_create_ssession; })
-      found.misspelt[74] = !requires { { Hook::after_create_ssession } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_create_ssession::type; };
-    if constexpr (!requires { &Probed::after_create_esssion; })
-      found.misspelt[75] = !requires { { Hook::after_create_esssion } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_create_esssion::type; };
-    if constexpr (!requires { &Probed::after_create_sssion; })
-      found.misspelt[76] = !requires { { Hook::after_create_sssion } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_create_sssion::type; };
-    if constexpr (!requires { &Probed::after_create_seession; })
-      found.misspelt[77] = !requires { { Hook::after_create_seession } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_create_seession::type; };
-    if constexpr (!requires { &Probed::after_create_ssesion; })
-      found.misspelt[78] = !requires { { Hook::after_create_ssesion } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_create_ssesion::type; };
-    if constexpr (!requires { &Probed::after_create_sesion; })
-      found.misspelt[79] = !requires { { Hook::after_create_sesion } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_create_sesion::type; };
-    if constexpr (!requires { &Probed::after_create_sesssion; })
-      found.misspelt[80] = !requires { { Hook::after_create_sesssion } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_create_sesssion::type; };
-    if constexpr (!requires { &Probed::after_create_sesison; })
-      found.misspelt[81] = !requires { { Hook::after_create_sesison } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_create_sesison::type; };
-    if constexpr (!requires { &Probed::after_create_sesson; })
-      found.misspelt[82] = !requires { { Hook::after_create_sesson } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_create_sesson::type; };
-    if constexpr (!requires { &Probed::after_create_sessiion; })
-      found.misspelt[83] = !requires { { Hook::after_create_sessiion } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_create_sessiion::type; };
-    if constexpr (!requires { &Probed::after_create_sessoin; })
-      found.misspelt[84] = !requires { { Hook::after_create_sessoin } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_create_sessoin::type; };
-    if constexpr (!requires { &Probed::after_create_sessin; })
-      found.misspelt[85] = !requires { { Hook::after_create_sessin } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_create_sessin::type; };
-    if constexpr (!requires { &Probed::after_create_sessioon; })
-      found.misspelt[86] = !requires { { Hook::after_create_sessioon } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_create_sessioon::type; };
-    if constexpr (!requires { &Probed::after_create_sessino; })
-      found.misspelt[87] = !requires { { Hook::after_create_sessino } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_create_sessino::type; };
-    if constexpr (!requires { &Probed::after_create_sessio; })
-      found.misspelt[88] = !requires { { Hook::after_create_sessio } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_create_sessio::type; };
-    if constexpr (!requires { &Probed::after_create_sessionn; })
-      found.misspelt[89] = !requires { { Hook::after_create_sessionn } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_create_sessionn::type; };
-    if constexpr (!requires { &Probed::after_create_sessions; })
-      found.misspelt[90] = !requires { { Hook::after_create_sessions } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_create_sessions::type; };
-    if constexpr (!requires { &Probed::after_create_sessioned; })
-      found.misspelt[91] = !requires { { Hook::after_create_sessioned } -> near_miss_value; } &&
-                           requires { typename TypeProbed::after_create_sessioned::type; };
-    if constexpr (!requires { &Probed::_before_run; })
-      found.misspelt[92] = !requires { { Hook::_before_run } -> near_miss_value; } &&
-                           requires { typename TypeProbed::_before_run::type; };
-    if constexpr (!requires { &Probed::before_run_; })
-      found.misspelt[93] = !requires { { Hook::before_run_ } -> near_miss_value; } &&
-                           requires { typename TypeProbed::before_run_::type; };
-    if constexpr (!requires { &Probed::beforerun; })
-      found.misspelt[94] = !requires { { Hook::beforerun } -> near_miss_value; } &&
-                           requires { typename TypeProbed::beforerun::type; };
-    if constexpr (!requires { &Probed::_beforerun; })
-      found.misspelt[95] = !requires { { Hook::_beforerun } -> near_miss_value; } &&
-                           requires { typename TypeProbed::_beforerun::type; };
-    if constexpr (!requires { &Probed::beforerun_; })
-      found.misspelt[96] = !requires { { Hook::beforerun_ } -> near_miss_value; } &&
-                           requires { typename TypeProbed::beforerun_::type; };
-    if constexpr (!requires { &Probed::Before_run; })
-      found.misspelt[97] = !requires { { Hook::Before_run } -> near_miss_value; } &&
-                           requires { typename TypeProbed::Before_run::type; };
-    if constexpr (!requires { &Probed::Before_run_; })
-      found.misspelt[98] = !requires { { Hook::Before_run_ } -> near_miss_value; } &&
-                           requires { typename TypeProbed::Before_run_::type; };
-    if constexpr (!requires { &Probed::Beforerun; })
-      found.misspelt[99] = !requires { { Hook::Beforerun } -> near_miss_value; } &&
-                           requires { typename TypeProbed::Beforerun::type; };
-    if constexpr (!requires { &Probed::Beforerun_; })
-      found.misspelt[100] = !requires { { Hook::Beforerun_ } -> near_miss_value; } &&
-                            requires { typename TypeProbed::Beforerun_::type; };
-    if constexpr (!requires { &Probed::Before_Run; })
-      found.misspelt[101] = !requires { { Hook::Before_Run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::Before_Run::type; };
-    if constexpr (!requires { &Probed::Before_Run_; })
-      found.misspelt[102] = !requires { { Hook::Before_Run_ } -> near_miss_value; } &&
-                            requires { typename TypeProbed::Before_Run_::type; };
-    if constexpr (!requires { &Probed::BeforeRun; })
-      found.misspelt[103] = !requires { { Hook::BeforeRun } -> near_miss_value; } &&
-                            requires { typename TypeProbed::BeforeRun::type; };
-    if constexpr (!requires { &Probed::BeforeRun_; })
-      found.misspelt[104] = !requires { { Hook::BeforeRun_ } -> near_miss_value; } &&
-                            requires { typename TypeProbed::BeforeRun_::type; };
-    if constexpr (!requires { &Probed::before_Run; })
-      found.misspelt[105] = !requires { { Hook::before_Run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::before_Run::type; };
-    if constexpr (!requires { &Probed::_before_Run; })
-      found.misspelt[106] = !requires { { Hook::_before_Run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::_before_Run::type; };
-    if constexpr (!requires { &Probed::before_Run_; })
-      found.misspelt[107] = !requires { { Hook::before_Run_ } -> near_miss_value; } &&
-                            requires { typename TypeProbed::before_Run_::type; };
-    if constexpr (!requires { &Probed::beforeRun; })
-      found.misspelt[108] = !requires { { Hook::beforeRun } -> near_miss_value; } &&
-                            requires { typename TypeProbed::beforeRun::type; };
-    if constexpr (!requires { &Probed::_beforeRun; })
-      found.misspelt[109] = !requires { { Hook::_beforeRun } -> near_miss_value; } &&
-                            requires { typename TypeProbed::_beforeRun::type; };
-    if constexpr (!requires { &Probed::beforeRun_; })
-      found.misspelt[110] = !requires { { Hook::beforeRun_ } -> near_miss_value; } &&
-                            requires { typename TypeProbed::beforeRun_::type; };
-    if constexpr (!requires { &Probed::efore_run; })
-      found.misspelt[111] = !requires { { Hook::efore_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::efore_run::type; };
-    if constexpr (!requires { &Probed::bbefore_run; })
-      found.misspelt[112] = !requires { { Hook::bbefore_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::bbefore_run::type; };
-    if constexpr (!requires { &Probed::ebfore_run; })
-      found.misspelt[113] = !requires { { Hook::ebfore_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::ebfore_run::type; };
-    if constexpr (!requires { &Probed::bfore_run; })
-      found.misspelt[114] = !requires { { Hook::bfore_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::bfore_run::type; };
-    if constexpr (!requires { &Probed::beefore_run; })
-      found.misspelt[115] = !requires { { Hook::beefore_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::beefore_run::type; };
-    if constexpr (!requires { &Probed::bfeore_run; })
-      found.misspelt[116] = !requires { { Hook::bfeore_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::bfeore_run::type; };
-    if constexpr (!requires { &Probed::beore_run; })
-      found.misspelt[117] = !requires { { Hook::beore_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::beore_run::type; };
-    if constexpr (!requires { &Probed::beffore_run; })
-      found.misspelt[118] = !requires { { Hook::beffore_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::beffore_run::type; };
-    if constexpr (!requires { &Probed::beofre_run; })
-      found.misspelt[119] = !requires { { Hook::beofre_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::beofre_run::type; };
-    if constexpr (!requires { &Probed::befre_run; })
-      found.misspelt[120] = !requires { { Hook::befre_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::befre_run::type; };
-    if constexpr (!requires { &Probed::befoore_run; })
-      found.misspelt[121] = !requires { { Hook::befoore_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::befoore_run::type; };
-    if constexpr (!requires { &Probed::befroe_run; })
-      found.misspelt[122] = !requires { { Hook::befroe_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::befroe_run::type; };
-    if constexpr (!requires { &Probed::befoe_run; })
-      found.misspelt[123] = !requires { { Hook::befoe_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::befoe_run::type; };
-    if constexpr (!requires { &Probed::beforre_run; })
-      found.misspelt[124] = !requires { { Hook::beforre_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::beforre_run::type; };
-    if constexpr (!requires { &Probed::befoer_run; })
-      found.misspelt[125] = !requires { { Hook::befoer_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::befoer_run::type; };
-    if constexpr (!requires { &Probed::befor_run; })
-      found.misspelt[126] = !requires { { Hook::befor_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::befor_run::type; };
-    if constexpr (!requires { &Probed::beforee_run; })
-      found.misspelt[127] = !requires { { Hook::beforee_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::beforee_run::type; };
-    if constexpr (!requires { &Probed::befor_erun; })
-      found.misspelt[128] = !requires { { Hook::befor_erun } -> near_miss_value; } &&
-                            requires { typename TypeProbed::befor_erun::type; };
-    if constexpr (!requires { &Probed::beforer_un; })
-      found.misspelt[129] = !requires { { Hook::beforer_un } -> near_miss_value; } &&
-                            requires { typename TypeProbed::beforer_un::type; };
-    if constexpr (!requires { &Probed::before_un; })
-      found.misspelt[130] = !requires { { Hook::before_un } -> near_miss_value; } &&
-                            requires { typename TypeProbed::before_un::type; };
-    if constexpr (!requires { &Probed::before_rrun; })
-      found.misspelt[131] = !requires { { Hook::before_rrun } -> near_miss_value; } &&
-                            requires { typename TypeProbed::before_rrun::type; };
-    if constexpr (!requires { &Probed::before_urn; })
-      found.misspelt[132] = !requires { { Hook::before_urn } -> near_miss_value; } &&
-                            requires { typename TypeProbed::before_urn::type; };
-    if constexpr (!requires { &Probed::before_rn; })
-      found.misspelt[133] = !requires { { Hook::before_rn } -> near_miss_value; } &&
-                            requires { typename TypeProbed::before_rn::type; };
-    if constexpr (!requires { &Probed::before_ruun; })
-      found.misspelt[134] = !requires { { Hook::before_ruun } -> near_miss_value; } &&
-                            requires { typename TypeProbed::before_ruun::type; };
-    if constexpr (!requires { &Probed::before_rnu; })
-      found.misspelt[135] = !requires { { Hook::before_rnu } -> near_miss_value; } &&
-                            requires { typename TypeProbed::before_rnu::type; };
-    if constexpr (!requires { &Probed::before_ru; })
-      found.misspelt[136] = !requires { { Hook::before_ru } -> near_miss_value; } &&
-                            requires { typename TypeProbed::before_ru::type; };
-    if constexpr (!requires { &Probed::before_runn; })
-      found.misspelt[137] = !requires { { Hook::before_runn } -> near_miss_value; } &&
-                            requires { typename TypeProbed::before_runn::type; };
-    if constexpr (!requires { &Probed::before_runs; })
-      found.misspelt[138] = !requires { { Hook::before_runs } -> near_miss_value; } &&
-                            requires { typename TypeProbed::before_runs::type; };
-    if constexpr (!requires { &Probed::before_runed; })
-      found.misspelt[139] = !requires { { Hook::before_runed } -> near_miss_value; } &&
-                            requires { typename TypeProbed::before_runed::type; };
-    if constexpr (!requires { &Probed::_after_run; })
-      found.misspelt[140] = !requires { { Hook::_after_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::_after_run::type; };
-    if constexpr (!requires { &Probed::after_run_; })
-      found.misspelt[141] = !requires { { Hook::after_run_ } -> near_miss_value; } &&
-                            requires { typename TypeProbed::after_run_::type; };
-    if constexpr (!requires { &Probed::afterrun; })
-      found.misspelt[142] = !requires { { Hook::afterrun } -> near_miss_value; } &&
-                            requires { typename TypeProbed::afterrun::type; };
-    if constexpr (!requires { &Probed::_afterrun; })
-      found.misspelt[143] = !requires { { Hook::_afterrun } -> near_miss_value; } &&
-                            requires { typename TypeProbed::_afterrun::type; };
-    if constexpr (!requires { &Probed::afterrun_; })
-      found.misspelt[144] = !requires { { Hook::afterrun_ } -> near_miss_value; } &&
-                            requires { typename TypeProbed::afterrun_::type; };
-    if constexpr (!requires { &Probed::After_run; })
-      found.misspelt[145] = !requires { { Hook::After_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::After_run::type; };
-    if constexpr (!requires { &Probed::After_run_; })
-      found.misspelt[146] = !requires { { Hook::After_run_ } -> near_miss_value; } &&
-                            requires { typename TypeProbed::After_run_::type; };
-    if constexpr (!requires { &Probed::Afterrun; })
-      found.misspelt[147] = !requires { { Hook::Afterrun } -> near_miss_value; } &&
-                            requires { typename TypeProbed::Afterrun::type; };
-    if constexpr (!requires { &Probed::Afterrun_; })
-      found.misspelt[148] = !requires { { Hook::Afterrun_ } -> near_miss_value; } &&
-                            requires { typename TypeProbed::Afterrun_::type; };
-    if constexpr (!requires { &Probed::After_Run; })
-      found.misspelt[149] = !requires { { Hook::After_Run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::After_Run::type; };
-    if constexpr (!requires { &Probed::After_Run_; })
-      found.misspelt[150] = !requires { { Hook::After_Run_ } -> near_miss_value; } &&
-                            requires { typename TypeProbed::After_Run_::type; };
-    if constexpr (!requires { &Probed::AfterRun; })
-      found.misspelt[151] = !requires { { Hook::AfterRun } -> near_miss_value; } &&
-                            requires { typename TypeProbed::AfterRun::type; };
-    if constexpr (!requires { &Probed::AfterRun_; })
-      found.misspelt[152] = !requires { { Hook::AfterRun_ } -> near_miss_value; } &&
-                            requires { typename TypeProbed::AfterRun_::type; };
-    if constexpr (!requires { &Probed::after_Run; })
-      found.misspelt[153] = !requires { { Hook::after_Run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::after_Run::type; };
-    if constexpr (!requires { &Probed::_after_Run; })
-      found.misspelt[154] = !requires { { Hook::_after_Run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::_after_Run::type; };
-    if constexpr (!requires { &Probed::after_Run_; })
-      found.misspelt[155] = !requires { { Hook::after_Run_ } -> near_miss_value; } &&
-                            requires { typename TypeProbed::after_Run_::type; };
-    if constexpr (!requires { &Probed::afterRun; })
-      found.misspelt[156] = !requires { { Hook::afterRun } -> near_miss_value; } &&
-                            requires { typename TypeProbed::afterRun::type; };
-    if constexpr (!requires { &Probed::_afterRun; })
-      found.misspelt[157] = !requires { { Hook::_afterRun } -> near_miss_value; } &&
-                            requires { typename TypeProbed::_afterRun::type; };
-    if constexpr (!requires { &Probed::afterRun_; })
-      found.misspelt[158] = !requires { { Hook::afterRun_ } -> near_miss_value; } &&
-                            requires { typename TypeProbed::afterRun_::type; };
-    if constexpr (!requires { &Probed::fter_run; })
-      found.misspelt[159] = !requires { { Hook::fter_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::fter_run::type; };
-    if constexpr (!requires { &Probed::aafter_run; })
-      found.misspelt[160] = !requires { { Hook::aafter_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::aafter_run::type; };
-    if constexpr (!requires { &Probed::fater_run; })
-      found.misspelt[161] = !requires { { Hook::fater_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::fater_run::type; };
-    if constexpr (!requires { &Probed::ater_run; })
-      found.misspelt[162] = !requires { { Hook::ater_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::ater_run::type; };
-    if constexpr (!requires { &Probed::affter_run; })
-      found.misspelt[163] = !requires { { Hook::affter_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::affter_run::type; };
-    if constexpr (!requires { &Probed::atfer_run; })
-      found.misspelt[164] = !requires { { Hook::atfer_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::atfer_run::type; };
-    if constexpr (!requires { &Probed::afer_run; })
-      found.misspelt[165] = !requires { { Hook::afer_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::afer_run::type; };
-    if constexpr (!requires { &Probed::aftter_run; })
-      found.misspelt[166] = !requires { { Hook::aftter_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::aftter_run::type; };
-    if constexpr (!requires { &Probed::afetr_run; })
-      found.misspelt[167] = !requires { { Hook::afetr_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::afetr_run::type; };
-    if constexpr (!requires { &Probed::aftr_run; })
-      found.misspelt[168] = !requires { { Hook::aftr_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::aftr_run::type; };
-    if constexpr (!requires { &Probed::afteer_run; })
-      found.misspelt[169] = !requires { { Hook::afteer_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::afteer_run::type; };
-    if constexpr (!requires { &Probed::aftre_run; })
-      found.misspelt[170] = !requires { { Hook::aftre_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::aftre_run::type; };
-    if constexpr (!requires { &Probed::afte_run; })
-      found.misspelt[171] = !requires { { Hook::afte_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::afte_run::type; };
-    if constexpr (!requires { &Probed::afterr_run; })
-      found.misspelt[172] = !requires { { Hook::afterr_run } -> near_miss_value; } &&
-                            requires { typename TypeProbed::afterr_run::type; };
-    if constexpr (!requires { &Probed::afte_rrun; })
-      found.misspelt[173] = !requires { { Hook::afte_rrun } -> near_miss_value; } &&
-                            requires { typename TypeProbed::afte_rrun::type; };
-    if constexpr (!requires { &Probed::afterr_un; })
-      found.misspelt[174] = !requires { { Hook::afterr_un } -> near_miss_value; } &&
-                            requires { typename TypeProbed::afterr_un::type; };
-    if constexpr (!requires { &Probed::after_un; })
-      found.misspelt[175] = !requires { { Hook::after_un } -> near_miss_value; } &&
-                            requires { typename TypeProbed::after_un::type; };
-    if constexpr (!requires { &Probed::after_rrun; })
-      found.misspelt[176] = !requires { { Hook::after_rrun } -> near_miss_value; } &&
-                            requires { typename TypeProbed::after_rrun::type; };
-    if constexpr (!requires { &Probed::after_urn; })
-      found.misspelt[177] = !requires { { Hook::after_urn } -> near_miss_value; } &&
-                            requires { typename TypeProbed::after_urn::type; };
-    if constexpr (!requires { &Probed::after_rn; })
-      found.misspelt[178] = !requires { { Hook::after_rn } -> near_miss_value; } &&
-                            requires { typename TypeProbed::after_rn::type; };
-    if constexpr (!requires { &Probed::after_ruun; })
-      found.misspelt[179] = !requires { { Hook::after_ruun } -> near_miss_value; } &&
-                            requires { typename TypeProbed::after_ruun::type; };
-    if constexpr (!requires { &Probed::after_rnu; })
-      found.misspelt[180] = !requires { { Hook::after_rnu } -> near_miss_value; } &&
-                            requires { typename TypeProbed::after_rnu::type; };
-    if constexpr (!requires { &Probed::after_ru; })
-      found.misspelt[181] = !requires { { Hook::after_ru } -> near_miss_value; } &&
-                            requires { typename TypeProbed::after_ru::type; };
-    if constexpr (!requires { &Probed::after_runn; })
-      found.misspelt[182] = !requires { { Hook::after_runn } -> near_miss_value; } &&
-                            requires { typename TypeProbed::after_runn::type; };
-    if constexpr (!requires { &Probed::after_runs; })
-      found.misspelt[183] = !requires { { Hook::after_runs } -> near_miss_value; } &&
-                            requires { typename TypeProbed::after_runs::type; };
-    if constexpr (!requires { &Probed::after_runed; })
-      found.misspelt[184] = !requires { { Hook::after_runed } -> near_miss_value; } &&
-                            requires { typename TypeProbed::after_runed::type; };
-    if constexpr (!requires { &Probed::End; })
-      found.misspelt[185] = !requires { { Hook::End } -> near_miss_value; } &&
-                            requires { typename TypeProbed::End::type; };
-    if constexpr (!requires { &Probed::End_; })
-      found.misspelt[186] = !requires { { Hook::End_ } -> near_miss_value; } &&
-                            requires { typename TypeProbed::End_::type; };
+    if constexpr (!near_miss_free<Probed>) {
+      if constexpr (!requires { Probed::Begin; })
+        found.misspelt[0] = !requires { { Hook::Begin } -> near_miss_value; } &&
+                            requires { typename TypeProbed::Begin::type; };
+      if constexpr (!requires { Probed::Begin_; })
+        found.misspelt[1] = !requires { { Hook::Begin_ } -> near_miss_value; } &&
+                            requires { typename TypeProbed::Begin_::type; };
+      if constexpr (!requires { Probed::egin; })
+        found.misspelt[2] = !requires { { Hook::egin } -> near_miss_value; } &&
+                            requires { typename TypeProbed::egin::type; };
+      if constexpr (!requires { Probed::bbegin; })
+        found.misspelt[3] = !requires { { Hook::bbegin } -> near_miss_value; } &&
+                            requires { typename TypeProbed::bbegin::type; };
+      if constexpr (!requires { Probed::ebgin; })
+        found.misspelt[4] = !requires { { Hook::ebgin } -> near_miss_value; } &&
+                            requires { typename TypeProbed::ebgin::type; };
+      if constexpr (!requires { Probed::bgin; })
+        found.misspelt[5] = !requires { { Hook::bgin } -> near_miss_value; } &&
+                            requires { typename TypeProbed::bgin::type; };
+      if constexpr (!requires { Probed::beegin; })
+        found.misspelt[6] = !requires { { Hook::beegin } -> near_miss_value; } &&
+                            requires { typename TypeProbed::beegin::type; };
+      if constexpr (!requires { Probed::bgein; })
+        found.misspelt[7] = !requires { { Hook::bgein } -> near_miss_value; } &&
+                            requires { typename TypeProbed::bgein::type; };
+      if constexpr (!requires { Probed::bein; })
+        found.misspelt[8] = !requires { { Hook::bein } -> near_miss_value; } &&
+                            requires { typename TypeProbed::bein::type; };
+      if constexpr (!requires { Probed::beggin; })
+        found.misspelt[9] = !requires { { Hook::beggin } -> near_miss_value; } &&
+                            requires { typename TypeProbed::beggin::type; };
+      if constexpr (!requires { Probed::beign; })
+        found.misspelt[10] = !requires { { Hook::beign } -> near_miss_value; } &&
+                             requires { typename TypeProbed::beign::type; };
+      if constexpr (!requires { Probed::begn; })
+        found.misspelt[11] = !requires { { Hook::begn } -> near_miss_value; } &&
+                             requires { typename TypeProbed::begn::type; };
+      if constexpr (!requires { Probed::begiin; })
+        found.misspelt[12] = !requires { { Hook::begiin } -> near_miss_value; } &&
+                             requires { typename TypeProbed::begiin::type; };
+      if constexpr (!requires { Probed::begni; })
+        found.misspelt[13] = !requires { { Hook::begni } -> near_miss_value; } &&
+                             requires { typename TypeProbed::begni::type; };
+      if constexpr (!requires { Probed::begi; })
+        found.misspelt[14] = !requires { { Hook::begi } -> near_miss_value; } &&
+                             requires { typename TypeProbed::begi::type; };
+      if constexpr (!requires { Probed::beginn; })
+        found.misspelt[15] = !requires { { Hook::beginn } -> near_miss_value; } &&
+                             requires { typename TypeProbed::beginn::type; };
+      if constexpr (!requires { Probed::begined; })
+        found.misspelt[16] = !requires { { Hook::begined } -> near_miss_value; } &&
+                             requires { typename TypeProbed::begined::type; };
+      if constexpr (!requires { Probed::_after_create_session; })
+        found.misspelt[17] = !requires { { Hook::_after_create_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::_after_create_session::type; };
+      if constexpr (!requires { Probed::after_create_session_; })
+        found.misspelt[18] = !requires { { Hook::after_create_session_ } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_create_session_::type; };
+      if constexpr (!requires { Probed::aftercreatesession; })
+        found.misspelt[19] = !requires { { Hook::aftercreatesession } -> near_miss_value; } &&
+                             requires { typename TypeProbed::aftercreatesession::type; };
+      if constexpr (!requires { Probed::_aftercreatesession; })
+        found.misspelt[20] = !requires { { Hook::_aftercreatesession } -> near_miss_value; } &&
+                             requires { typename TypeProbed::_aftercreatesession::type; };
+      if constexpr (!requires { Probed::aftercreatesession_; })
+        found.misspelt[21] = !requires { { Hook::aftercreatesession_ } -> near_miss_value; } &&
+                             requires { typename TypeProbed::aftercreatesession_::type; };
+      if constexpr (!requires { Probed::After_create_session; })
+        found.misspelt[22] = !requires { { Hook::After_create_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::After_create_session::type; };
+      if constexpr (!requires { Probed::After_create_session_; })
+        found.misspelt[23] = !requires { { Hook::After_create_session_ } -> near_miss_value; } &&
+                             requires { typename TypeProbed::After_create_session_::type; };
+      if constexpr (!requires { Probed::Aftercreatesession; })
+        found.misspelt[24] = !requires { { Hook::Aftercreatesession } -> near_miss_value; } &&
+                             requires { typename TypeProbed::Aftercreatesession::type; };
+      if constexpr (!requires { Probed::Aftercreatesession_; })
+        found.misspelt[25] = !requires { { Hook::Aftercreatesession_ } -> near_miss_value; } &&
+                             requires { typename TypeProbed::Aftercreatesession_::type; };
+      if constexpr (!requires { Probed::After_Create_Session; })
+        found.misspelt[26] = !requires { { Hook::After_Create_Session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::After_Create_Session::type; };
+      if constexpr (!requires { Probed::After_Create_Session_; })
+        found.misspelt[27] = !requires { { Hook::After_Create_Session_ } -> near_miss_value; } &&
+                             requires { typename TypeProbed::After_Create_Session_::type; };
+      if constexpr (!requires { Probed::AfterCreateSession; })
+        found.misspelt[28] = !requires { { Hook::AfterCreateSession } -> near_miss_value; } &&
+                             requires { typename TypeProbed::AfterCreateSession::type; };
+      if constexpr (!requires { Probed::AfterCreateSession_; })
+        found.misspelt[29] = !requires { { Hook::AfterCreateSession_ } -> near_miss_value; } &&
+                             requires { typename TypeProbed::AfterCreateSession_::type; };
+      if constexpr (!requires { Probed::after_Create_Session; })
+        found.misspelt[30] = !requires { { Hook::after_Create_Session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_Create_Session::type; };
+      if constexpr (!requires { Probed::_after_Create_Session; })
+        found.misspelt[31] = !requires { { Hook::_after_Create_Session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::_after_Create_Session::type; };
+      if constexpr (!requires { Probed::after_Create_Session_; })
+        found.misspelt[32] = !requires { { Hook::after_Create_Session_ } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_Create_Session_::type; };
+      if constexpr (!requires { Probed::afterCreateSession; })
+        found.misspelt[33] = !requires { { Hook::afterCreateSession } -> near_miss_value; } &&
+                             requires { typename TypeProbed::afterCreateSession::type; };
+      if constexpr (!requires { Probed::_afterCreateSession; })
+        found.misspelt[34] = !requires { { Hook::_afterCreateSession } -> near_miss_value; } &&
+                             requires { typename TypeProbed::_afterCreateSession::type; };
+      if constexpr (!requires { Probed::afterCreateSession_; })
+        found.misspelt[35] = !requires { { Hook::afterCreateSession_ } -> near_miss_value; } &&
+                             requires { typename TypeProbed::afterCreateSession_::type; };
+      if constexpr (!requires { Probed::fter_create_session; })
+        found.misspelt[36] = !requires { { Hook::fter_create_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::fter_create_session::type; };
+      if constexpr (!requires { Probed::aafter_create_session; })
+        found.misspelt[37] = !requires { { Hook::aafter_create_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::aafter_create_session::type; };
+      if constexpr (!requires { Probed::fater_create_session; })
+        found.misspelt[38] = !requires { { Hook::fater_create_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::fater_create_session::type; };
+      if constexpr (!requires { Probed::ater_create_session; })
+        found.misspelt[39] = !requires { { Hook::ater_create_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::ater_create_session::type; };
+      if constexpr (!requires { Probed::affter_create_session; })
+        found.misspelt[40] = !requires { { Hook::affter_create_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::affter_create_session::type; };
+      if constexpr (!requires { Probed::atfer_create_session; })
+        found.misspelt[41] = !requires { { Hook::atfer_create_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::atfer_create_session::type; };
+      if constexpr (!requires { Probed::afer_create_session; })
+        found.misspelt[42] = !requires { { Hook::afer_create_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::afer_create_session::type; };
+      if constexpr (!requires { Probed::aftter_create_session; })
+        found.misspelt[43] = !requires { { Hook::aftter_create_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::aftter_create_session::type; };
+      if constexpr (!requires { Probed::afetr_create_session; })
+        found.misspelt[44] = !requires { { Hook::afetr_create_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::afetr_create_session::type; };
+      if constexpr (!requires { Probed::aftr_create_session; })
+        found.misspelt[45] = !requires { { Hook::aftr_create_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::aftr_create_session::type; };
+      if constexpr (!requires { Probed::afteer_create_session; })
+        found.misspelt[46] = !requires { { Hook::afteer_create_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::afteer_create_session::type; };
+      if constexpr (!requires { Probed::aftre_create_session; })
+        found.misspelt[47] = !requires { { Hook::aftre_create_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::aftre_create_session::type; };
+      if constexpr (!requires { Probed::afte_create_session; })
+        found.misspelt[48] = !requires { { Hook::afte_create_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::afte_create_session::type; };
+      if constexpr (!requires { Probed::afterr_create_session; })
+        found.misspelt[49] = !requires { { Hook::afterr_create_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::afterr_create_session::type; };
+      if constexpr (!requires { Probed::afte_rcreate_session; })
+        found.misspelt[50] = !requires { { Hook::afte_rcreate_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::afte_rcreate_session::type; };
+      if constexpr (!requires { Probed::aftercreate_session; })
+        found.misspelt[51] = !requires { { Hook::aftercreate_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::aftercreate_session::type; };
+      if constexpr (!requires { Probed::afterc_reate_session; })
+        found.misspelt[52] = !requires { { Hook::afterc_reate_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::afterc_reate_session::type; };
+      if constexpr (!requires { Probed::after_reate_session; })
+        found.misspelt[53] = !requires { { Hook::after_reate_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_reate_session::type; };
+      if constexpr (!requires { Probed::after_ccreate_session; })
+        found.misspelt[54] = !requires { { Hook::after_ccreate_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_ccreate_session::type; };
+      if constexpr (!requires { Probed::after_rceate_session; })
+        found.misspelt[55] = !requires { { Hook::after_rceate_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_rceate_session::type; };
+      if constexpr (!requires { Probed::after_ceate_session; })
+        found.misspelt[56] = !requires { { Hook::after_ceate_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_ceate_session::type; };
+      if constexpr (!requires { Probed::after_crreate_session; })
+        found.misspelt[57] = !requires { { Hook::after_crreate_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_crreate_session::type; };
+      if constexpr (!requires { Probed::after_cerate_session; })
+        found.misspelt[58] = !requires { { Hook::after_cerate_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_cerate_session::type; };
+      if constexpr (!requires { Probed::after_crate_session; })
+        found.misspelt[59] = !requires { { Hook::after_crate_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_crate_session::type; };
+      if constexpr (!requires { Probed::after_creeate_session; })
+        found.misspelt[60] = !requires { { Hook::after_creeate_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_creeate_session::type; };
+      if constexpr (!requires { Probed::after_craete_session; })
+        found.misspelt[61] = !requires { { Hook::after_craete_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_craete_session::type; };
+      if constexpr (!requires { Probed::after_crete_session; })
+        found.misspelt[62] = !requires { { Hook::after_crete_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_crete_session::type; };
+      if constexpr (!requires { Probed::after_creaate_session; })
+        found.misspelt[63] = !requires { { Hook::after_creaate_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_creaate_session::type; };
+      if constexpr (!requires { Probed::after_cretae_session; })
+        found.misspelt[64] = !requires { { Hook::after_cretae_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_cretae_session::type; };
+      if constexpr (!requires { Probed::after_creae_session; })
+        found.misspelt[65] = !requires { { Hook::after_creae_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_creae_session::type; };
+      if constexpr (!requires { Probed::after_creatte_session; })
+        found.misspelt[66] = !requires { { Hook::after_creatte_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_creatte_session::type; };
+      if constexpr (!requires { Probed::after_creaet_session; })
+        found.misspelt[67] = !requires { { Hook::after_creaet_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_creaet_session::type; };
+      if constexpr (!requires { Probed::after_creat_session; })
+        found.misspelt[68] = !requires { { Hook::after_creat_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_creat_session::type; };
+      if constexpr (!requires { Probed::after_createe_session; })
+        found.misspelt[69] = !requires { { Hook::after_createe_session } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_createe_session::type; };
+      if constexpr (!requires { Probed::after_creat_esession; })
+        found.misspelt[70] = !requires { { Hook::after_creat_esession } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_creat_esession::type; };
+      if constexpr (!requires { Probed::after_createsession; })
+        found.misspelt[71] = !requires { { Hook::after_createsession } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_createsession::type; };
+      if constexpr (!requires { Probed::after_creates_ession; })
+        found.misspelt[72] = !requires { { Hook::after_creates_ession } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_creates_ession::type; };
+      if constexpr (!requires { Probed::after_create_ession; })
+        found.misspelt[73] = !requires { { Hook::after_create_ession } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_create_ession::type; };
+      if constexpr (!requires { Probed::after_create_ssession; })
+        found.misspelt[74] = !requires { { Hook::after_create_ssession } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_create_ssession::type; };
+      if constexpr (!requires { Probed::after_create_esssion; })
+        found.misspelt[75] = !requires { { Hook::after_create_esssion } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_create_esssion::type; };
+      if constexpr (!requires { Probed::after_create_sssion; })
+        found.misspelt[76] = !requires { { Hook::after_create_sssion } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_create_sssion::type; };
+      if constexpr (!requires { Probed::after_create_seession; })
+        found.misspelt[77] = !requires { { Hook::after_create_seession } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_create_seession::type; };
+      if constexpr (!requires { Probed::after_create_ssesion; })
+        found.misspelt[78] = !requires { { Hook::after_create_ssesion } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_create_ssesion::type; };
+      if constexpr (!requires { Probed::after_create_sesion; })
+        found.misspelt[79] = !requires { { Hook::after_create_sesion } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_create_sesion::type; };
+      if constexpr (!requires { Probed::after_create_sesssion; })
+        found.misspelt[80] = !requires { { Hook::after_create_sesssion } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_create_sesssion::type; };
+      if constexpr (!requires { Probed::after_create_sesison; })
+        found.misspelt[81] = !requires { { Hook::after_create_sesison } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_create_sesison::type; };
+      if constexpr (!requires { Probed::after_create_sesson; })
+        found.misspelt[82] = !requires { { Hook::after_create_sesson } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_create_sesson::type; };
+      if constexpr (!requires { Probed::after_create_sessiion; })
+        found.misspelt[83] = !requires { { Hook::after_create_sessiion } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_create_sessiion::type; };
+      if constexpr (!requires { Probed::after_create_sessoin; })
+        found.misspelt[84] = !requires { { Hook::after_create_sessoin } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_create_sessoin::type; };
+      if constexpr (!requires { Probed::after_create_sessin; })
+        found.misspelt[85] = !requires { { Hook::after_create_sessin } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_create_sessin::type; };
+      if constexpr (!requires { Probed::after_create_sessioon; })
+        found.misspelt[86] = !requires { { Hook::after_create_sessioon } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_create_sessioon::type; };
+      if constexpr (!requires { Probed::after_create_sessino; })
+        found.misspelt[87] = !requires { { Hook::after_create_sessino } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_create_sessino::type; };
+      if constexpr (!requires { Probed::after_create_sessio; })
+        found.misspelt[88] = !requires { { Hook::after_create_sessio } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_create_sessio::type; };
+      if constexpr (!requires { Probed::after_create_sessionn; })
+        found.misspelt[89] = !requires { { Hook::after_create_sessionn } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_create_sessionn::type; };
+      if constexpr (!requires { Probed::after_create_sessions; })
+        found.misspelt[90] = !requires { { Hook::after_create_sessions } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_create_sessions::type; };
+      if constexpr (!requires { Probed::after_create_sessioned; })
+        found.misspelt[91] = !requires { { Hook::after_create_sessioned } -> near_miss_value; } &&
+                             requires { typename TypeProbed::after_create_sessioned::type; };
+      if constexpr (!requires { Probed::_before_run; })
+        found.misspelt[92] = !requires { { Hook::_before_run } -> near_miss_value; } &&
+                             requires { typename TypeProbed::_before_run::type; };
+      if constexpr (!requires { Probed::before_run_; })
+        found.misspelt[93] = !requires { { Hook::before_run_ } -> near_miss_value; } &&
+                             requires { typename TypeProbed::before_run_::type; };
+      if constexpr (!requires { Probed::beforerun; })
+        found.misspelt[94] = !requires { { Hook::beforerun } -> near_miss_value; } &&
+                             requires { typename TypeProbed::beforerun::type; };
+      if constexpr (!requires { Probed::_beforerun; })
+        found.misspelt[95] = !requires { { Hook::_beforerun } -> near_miss_value; } &&
+                             requires { typename TypeProbed::_beforerun::type; };
+      if constexpr (!requires { Probed::beforerun_; })
+        found.misspelt[96] = !requires { { Hook::beforerun_ } -> near_miss_value; } &&
+                             requires { typename TypeProbed::beforerun_::type; };
+      if constexpr (!requires { Probed::Before_run; })
+        found.misspelt[97] = !requires { { Hook::Before_run } -> near_miss_value; } &&
+                             requires { typename TypeProbed::Before_run::type; };
+      if constexpr (!requires { Probed::Before_run_; })
+        found.misspelt[98] = !requires { { Hook::Before_run_ } -> near_miss_value; } &&
+                             requires { typename TypeProbed::Before_run_::type; };
+      if constexpr (!requires { Probed::Beforerun; })
+        found.misspelt[99] = !requires { { Hook::Beforerun } -> near_miss_value; } &&
+                             requires { typename TypeProbed::Beforerun::type; };
+      if constexpr (!requires { Probed::Beforerun_; })
+        found.misspelt[100] = !requires { { Hook::Beforerun_ } -> near_miss_value; } &&
+                              requires { typename TypeProbed::Beforerun_::type; };
+      if constexpr (!requires { Probed::Before_Run; })
+        found.misspelt[101] = !requires { { Hook::Before_Run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::Before_Run::type; };
+      if constexpr (!requires { Probed::Before_Run_; })
+        found.misspelt[102] = !requires { { Hook::Before_Run_ } -> near_miss_value; } &&
+                              requires { typename TypeProbed::Before_Run_::type; };
+      if constexpr (!requires { Probed::BeforeRun; })
+        found.misspelt[103] = !requires { { Hook::BeforeRun } -> near_miss_value; } &&
+                              requires { typename TypeProbed::BeforeRun::type; };
+      if constexpr (!requires { Probed::BeforeRun_; })
+        found.misspelt[104] = !requires { { Hook::BeforeRun_ } -> near_miss_value; } &&
+                              requires { typename TypeProbed::BeforeRun_::type; };
+      if constexpr (!requires { Probed::before_Run; })
+        found.misspelt[105] = !requires { { Hook::before_Run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::before_Run::type; };
+      if constexpr (!requires { Probed::_before_Run; })
+        found.misspelt[106] = !requires { { Hook::_before_Run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::_before_Run::type; };
+      if constexpr (!requires { Probed::before_Run_; })
+        found.misspelt[107] = !requires { { Hook::before_Run_ } -> near_miss_value; } &&
+                              requires { typename TypeProbed::before_Run_::type; };
+      if constexpr (!requires { Probed::beforeRun; })
+        found.misspelt[108] = !requires { { Hook::beforeRun } -> near_miss_value; } &&
+                              requires { typename TypeProbed::beforeRun::type; };
+      if constexpr (!requires { Probed::_beforeRun; })
+        found.misspelt[109] = !requires { { Hook::_beforeRun } -> near_miss_value; } &&
+                              requires { typename TypeProbed::_beforeRun::type; };
+      if constexpr (!requires { Probed::beforeRun_; })
+        found.misspelt[110] = !requires { { Hook::beforeRun_ } -> near_miss_value; } &&
+                              requires { typename TypeProbed::beforeRun_::type; };
+      if constexpr (!requires { Probed::efore_run; })
+        found.misspelt[111] = !requires { { Hook::efore_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::efore_run::type; };
+      if constexpr (!requires { Probed::bbefore_run; })
+        found.misspelt[112] = !requires { { Hook::bbefore_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::bbefore_run::type; };
+      if constexpr (!requires { Probed::ebfore_run; })
+        found.misspelt[113] = !requires { { Hook::ebfore_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::ebfore_run::type; };
+      if constexpr (!requires { Probed::bfore_run; })
+        found.misspelt[114] = !requires { { Hook::bfore_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::bfore_run::type; };
+      if constexpr (!requires { Probed::beefore_run; })
+        found.misspelt[115] = !requires { { Hook::beefore_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::beefore_run::type; };
+      if constexpr (!requires { Probed::bfeore_run; })
+        found.misspelt[116] = !requires { { Hook::bfeore_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::bfeore_run::type; };
+      if constexpr (!requires { Probed::beore_run; })
+        found.misspelt[117] = !requires { { Hook::beore_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::beore_run::type; };
+      if constexpr (!requires { Probed::beffore_run; })
+        found.misspelt[118] = !requires { { Hook::beffore_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::beffore_run::type; };
+      if constexpr (!requires { Probed::beofre_run; })
+        found.misspelt[119] = !requires { { Hook::beofre_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::beofre_run::type; };
+      if constexpr (!requires { Probed::befre_run; })
+        found.misspelt[120] = !requires { { Hook::befre_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::befre_run::type; };
+      if constexpr (!requires { Probed::befoore_run; })
+        found.misspelt[121] = !requires { { Hook::befoore_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::befoore_run::type; };
+      if constexpr (!requires { Probed::befroe_run; })
+        found.misspelt[122] = !requires { { Hook::befroe_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::befroe_run::type; };
+      if constexpr (!requires { Probed::befoe_run; })
+        found.misspelt[123] = !requires { { Hook::befoe_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::befoe_run::type; };
+      if constexpr (!requires { Probed::beforre_run; })
+        found.misspelt[124] = !requires { { Hook::beforre_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::beforre_run::type; };
+      if constexpr (!requires { Probed::befoer_run; })
+        found.misspelt[125] = !requires { { Hook::befoer_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::befoer_run::type; };
+      if constexpr (!requires { Probed::befor_run; })
+        found.misspelt[126] = !requires { { Hook::befor_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::befor_run::type; };
+      if constexpr (!requires { Probed::beforee_run; })
+        found.misspelt[127] = !requires { { Hook::beforee_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::beforee_run::type; };
+      if constexpr (!requires { Probed::befor_erun; })
+        found.misspelt[128] = !requires { { Hook::befor_erun } -> near_miss_value; } &&
+                              requires { typename TypeProbed::befor_erun::type; };
+      if constexpr (!requires { Probed::beforer_un; })
+        found.misspelt[129] = !requires { { Hook::beforer_un } -> near_miss_value; } &&
+                              requires { typename TypeProbed::beforer_un::type; };
+      if constexpr (!requires { Probed::before_un; })
+        found.misspelt[130] = !requires { { Hook::before_un } -> near_miss_value; } &&
+                              requires { typename TypeProbed::before_un::type; };
+      if constexpr (!requires { Probed::before_rrun; })
+        found.misspelt[131] = !requires { { Hook::before_rrun } -> near_miss_value; } &&
+                              requires { typename TypeProbed::before_rrun::type; };
+      if constexpr (!requires { Probed::before_urn; })
+        found.misspelt[132] = !requires { { Hook::before_urn } -> near_miss_value; } &&
+                              requires { typename TypeProbed::before_urn::type; };
+      if constexpr (!requires { Probed::before_rn; })
+        found.misspelt[133] = !requires { { Hook::before_rn } -> near_miss_value; } &&
+                              requires { typename TypeProbed::before_rn::type; };
+      if constexpr (!requires { Probed::before_ruun; })
+        found.misspelt[134] = !requires { { Hook::before_ruun } -> near_miss_value; } &&
+                              requires { typename TypeProbed::before_ruun::type; };
+      if constexpr (!requires { Probed::before_rnu; })
+        found.misspelt[135] = !requires { { Hook::before_rnu } -> near_miss_value; } &&
+                              requires { typename TypeProbed::before_rnu::type; };
+      if constexpr (!requires { Probed::before_ru; })
+        found.misspelt[136] = !requires { { Hook::before_ru } -> near_miss_value; } &&
+                              requires { typename TypeProbed::before_ru::type; };
+      if constexpr (!requires { Probed::before_runn; })
+        found.misspelt[137] = !requires { { Hook::before_runn } -> near_miss_value; } &&
+                              requires { typename TypeProbed::before_runn::type; };
+      if constexpr (!requires { Probed::before_runs; })
+        found.misspelt[138] = !requires { { Hook::before_runs } -> near_miss_value; } &&
+                              requires { typename TypeProbed::before_runs::type; };
+      if constexpr (!requires { Probed::before_runed; })
+        found.misspelt[139] = !requires { { Hook::before_runed } -> near_miss_value; } &&
+                              requires { typename TypeProbed::before_runed::type; };
+      if constexpr (!requires { Probed::_after_run; })
+        found.misspelt[140] = !requires { { Hook::_after_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::_after_run::type; };
+      if constexpr (!requires { Probed::after_run_; })
+        found.misspelt[141] = !requires { { Hook::after_run_ } -> near_miss_value; } &&
+                              requires { typename TypeProbed::after_run_::type; };
+      if constexpr (!requires { Probed::afterrun; })
+        found.misspelt[142] = !requires { { Hook::afterrun } -> near_miss_value; } &&
+                              requires { typename TypeProbed::afterrun::type; };
+      if constexpr (!requires { Probed::_afterrun; })
+        found.misspelt[143] = !requires { { Hook::_afterrun } -> near_miss_value; } &&
+                              requires { typename TypeProbed::_afterrun::type; };
+      if constexpr (!requires { Probed::afterrun_; })
+        found.misspelt[144] = !requires { { Hook::afterrun_ } -> near_miss_value; } &&
+                              requires { typename TypeProbed::afterrun_::type; };
+      if constexpr (!requires { Probed::After_run; })
+        found.misspelt[145] = !requires { { Hook::After_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::After_run::type; };
+      if constexpr (!requires { Probed::After_run_; })
+        found.misspelt[146] = !requires { { Hook::After_run_ } -> near_miss_value; } &&
+                              requires { typename TypeProbed::After_run_::type; };
+      if constexpr (!requires { Probed::Afterrun; })
+        found.misspelt[147] = !requires { { Hook::Afterrun } -> near_miss_value; } &&
+                              requires { typename TypeProbed::Afterrun::type; };
+      if constexpr (!requires { Probed::Afterrun_; })
+        found.misspelt[148] = !requires { { Hook::Afterrun_ } -> near_miss_value; } &&
+                              requires { typename TypeProbed::Afterrun_::type; };
+      if constexpr (!requires { Probed::After_Run; })
+        found.misspelt[149] = !requires { { Hook::After_Run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::After_Run::type; };
+      if constexpr (!requires { Probed::After_Run_; })
+        found.misspelt[150] = !requires { { Hook::After_Run_ } -> near_miss_value; } &&
+                              requires { typename TypeProbed::After_Run_::type; };
+      if constexpr (!requires { Probed::AfterRun; })
+        found.misspelt[151] = !requires { { Hook::AfterRun } -> near_miss_value; } &&
+                              requires { typename TypeProbed::AfterRun::type; };
+      if constexpr (!requires { Probed::AfterRun_; })
+        found.misspelt[152] = !requires { { Hook::AfterRun_ } -> near_miss_value; } &&
+                              requires { typename TypeProbed::AfterRun_::type; };
+      if constexpr (!requires { Probed::after_Run; })
+        found.misspelt[153] = !requires { { Hook::after_Run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::after_Run::type; };
+      if constexpr (!requires { Probed::_after_Run; })
+        found.misspelt[154] = !requires { { Hook::_after_Run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::_after_Run::type; };
+      if constexpr (!requires { Probed::after_Run_; })
+        found.misspelt[155] = !requires { { Hook::after_Run_ } -> near_miss_value; } &&
+                              requires { typename TypeProbed::after_Run_::type; };
+      if constexpr (!requires { Probed::afterRun; })
+        found.misspelt[156] = !requires { { Hook::afterRun } -> near_miss_value; } &&
+                              requires { typename TypeProbed::afterRun::type; };
+      if constexpr (!requires { Probed::_afterRun; })
+        found.misspelt[157] = !requires { { Hook::_afterRun } -> near_miss_value; } &&
+                              requires { typename TypeProbed::_afterRun::type; };
+      if constexpr (!requires { Probed::afterRun_; })
+        found.misspelt[158] = !requires { { Hook::afterRun_ } -> near_miss_value; } &&
+                              requires { typename TypeProbed::afterRun_::type; };
+      if constexpr (!requires { Probed::fter_run; })
+        found.misspelt[159] = !requires { { Hook::fter_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::fter_run::type; };
+      if constexpr (!requires { Probed::aafter_run; })
+        found.misspelt[160] = !requires { { Hook::aafter_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::aafter_run::type; };
+      if constexpr (!requires { Probed::fater_run; })
+        found.misspelt[161] = !requires { { Hook::fater_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::fater_run::type; };
+      if constexpr (!requires { Probed::ater_run; })
+        found.misspelt[162] = !requires { { Hook::ater_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::ater_run::type; };
+      if constexpr (!requires { Probed::affter_run; })
+        found.misspelt[163] = !requires { { Hook::affter_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::affter_run::type; };
+      if constexpr (!requires { Probed::atfer_run; })
+        found.misspelt[164] = !requires { { Hook::atfer_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::atfer_run::type; };
+      if constexpr (!requires { Probed::afer_run; })
+        found.misspelt[165] = !requires { { Hook::afer_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::afer_run::type; };
+      if constexpr (!requires { Probed::aftter_run; })
+        found.misspelt[166] = !requires { { Hook::aftter_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::aftter_run::type; };
+      if constexpr (!requires { Probed::afetr_run; })
+        found.misspelt[167] = !requires { { Hook::afetr_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::afetr_run::type; };
+      if constexpr (!requires { Probed::aftr_run; })
+        found.misspelt[168] = !requires { { Hook::aftr_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::aftr_run::type; };
+      if constexpr (!requires { Probed::afteer_run; })
+        found.misspelt[169] = !requires { { Hook::afteer_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::afteer_run::type; };
+      if constexpr (!requires { Probed::aftre_run; })
+        found.misspelt[170] = !requires { { Hook::aftre_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::aftre_run::type; };
+      if constexpr (!requires { Probed::afte_run; })
+        found.misspelt[171] = !requires { { Hook::afte_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::afte_run::type; };
+      if constexpr (!requires { Probed::afterr_run; })
+        found.misspelt[172] = !requires { { Hook::afterr_run } -> near_miss_value; } &&
+                              requires { typename TypeProbed::afterr_run::type; };
+      if constexpr (!requires { Probed::afte_rrun; })
+        found.misspelt[173] = !requires { { Hook::afte_rrun } -> near_miss_value; } &&
+                              requires { typename TypeProbed::afte_rrun::type; };
+      if constexpr (!requires { Probed::afterr_un; })
+        found.misspelt[174] = !requires { { Hook::afterr_un } -> near_miss_value; } &&
+                              requires { typename TypeProbed::afterr_un::type; };
+      if constexpr (!requires { Probed::after_un; })
+        found.misspelt[175] = !requires { { Hook::after_un } -> near_miss_value; } &&
+                              requires { typename TypeProbed::after_un::type; };
+      if constexpr (!requires { Probed::after_rrun; })
+        found.misspelt[176] = !requires { { Hook::after_rrun } -> near_miss_value; } &&
+                              requires { typename TypeProbed::after_rrun::type; };
+      if constexpr (!requires { Probed::after_urn; })
+        found.misspelt[177] = !requires { { Hook::after_urn } -> near_miss_value; } &&
+                              requires { typename TypeProbed::after_urn::type; };
+      if constexpr (!requires { Probed::after_rn; })
+        found.misspelt[178] = !requires { { Hook::after_rn } -> near_miss_value; } &&
+                              requires { typename TypeProbed::after_rn::type; };
+      if constexpr (!requires { Probed::after_ruun; })
+        found.misspelt[179] = !requires { { Hook::after_ruun } -> near_miss_value; } &&
+                              requires { typename TypeProbed::after_ruun::type; };
+      if constexpr (!requires { Probed::after_rnu; })
+        found.misspelt[180] = !requires { { Hook::after_rnu } -> near_miss_value; } &&
+                              requires { typename TypeProbed::after_rnu::type; };
+      if constexpr (!requires { Probed::after_ru; })
+        found.misspelt[181] = !requires { { Hook::after_ru } -> near_miss_value; } &&
+                              requires { typename TypeProbed::after_ru::type; };
+      if constexpr (!requires { Probed::after_runn; })
+        found.misspelt[182] = !requires { { Hook::after_runn } -> near_miss_value; } &&
+                              requires { typename TypeProbed::after_runn::type; };
+      if constexpr (!requires { Probed::after_runs; })
+        found.misspelt[183] = !requires { { Hook::after_runs } -> near_miss_value; } &&
+                              requires { typename TypeProbed::after_runs::type; };
+      if constexpr (!requires { Probed::after_runed; })
+        found.misspelt[184] = !requires { { Hook::after_runed } -> near_miss_value; } &&
+                              requires { typename TypeProbed::after_runed::type; };
+      if constexpr (!requires { Probed::End; })
+        found.misspelt[185] = !requires { { Hook::End } -> near_miss_value; } &&
+                              requires { typename TypeProbed::End::type; };
+      if constexpr (!requires { Probed::End_; })
+        found.misspelt[186] = !requires { { Hook::End_ } -> near_miss_value; } &&
+                              requires { typename TypeProbed::End_::type; };
+      for (bool misspelt : found.misspelt) found.any = found.any || misspelt;
+    }
   }
-  for (bool misspelt : found.misspelt) found.any = found.any || misspelt;
   return found;
 }
 
