@@ -438,8 +438,11 @@ class CheckpointSaverHook {
           [this, record, step, timestamp, snapshot = std::move(snapshot)]() mutable {
             std::exception_ptr error;
             try {
+              // Released here, before the save is marked done: the step that collects it does
+              // not pay for freeing it.
+              Snapshot local = std::move(snapshot);
               const std::filesystem::path prefix = manager_.save(
-                  step, timestamp, [&](const std::filesystem::path& p) { snapshot.write(p); });
+                  step, timestamp, [&](const std::filesystem::path& p) { local.write(p); });
               log(Severity::info, "runhooks: saved checkpoint " + prefix.string());
             } catch (...) {
               error = std::current_exception();
