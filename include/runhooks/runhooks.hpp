@@ -32,3 +32,4 @@
 #include <runhooks/checkpoint/checkpoint_manager.hpp>
 #include <runhooks/checkpoint/checkpoint_saver_hook.hpp>
 #include <runhooks/checkpoint/chief_session_creator.hpp>
+#include <runhooks/training_session.hpp>

@@ -1,0 +1,362 @@
+// make_training_session: TensorFlow's MonitoredTrainingSessionTest (cases I80-I87 of
+// tf-semantics.md §3) with its numbers, TensorFlow's hook order and defaults (§1.10), the
+// chief/worker roles at run time and at compile time, the restore on creation and recovery, the
+// doc/code mismatch (both secs and steps) as an error, and SignalStopHook on by default.
+
+#include <runhooks/error.hpp>
+#include <runhooks/hooks/lambda_hook.hpp>
+#include <runhooks/hooks/progress_bar_hook.hpp>
+#include <runhooks/hooks/stop_at_step_hook.hpp>
+#include <runhooks/summary/event_reader.hpp>
+#include <runhooks/training_session.hpp>
+
+#include <doctest/doctest.h>
+
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <chrono>
+#include <type_traits>
+#include <vector>
+
+#include "support/checkpoint_backends.hpp"
+#include "support/fakes.hpp"
+
+namespace fs = std::filesystem;
+using ckpt::CheckpointedBackend;
+using fakes::do_step;
+using fakes::read_gstep;
+using runhooks::make_training_session;
+using runhooks::Role;
+
+namespace {
+
+struct Loss : runhooks::Key<float> {
+  static constexpr std::string_view name = "my_summary";
+};
+
+// CheckpointedBackend with a scalar to summarize.
+struct Backend : CheckpointedBackend {
+  using CheckpointedBackend::fetch;
+  float fetch(Loss) const { return static_cast<float>(step) * 0.5f; }
+};
+auto factory() {
+  return [] { return Backend{}; };
+}
+
+// Every tag in the event files of `dir`.
+std::set<std::string> tags_in(const fs::path& dir) {
+  std::set<std::string> tags;
+  if (!fs::exists(dir)) return tags;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().filename().string().rfind("events.out.tfevents.", 0) != 0) continue;
+    for (const auto& event : runhooks::read_event_file(entry.path()))
+      for (const auto& value : event.summary) tags.insert(value.tag);
+  }
+  return tags;
+}
+int event_files_in(const fs::path& dir) {
+  int n = 0;
+  if (!fs::exists(dir)) return 0;
+  for (const auto& entry : fs::directory_iterator(dir))
+    n += entry.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
+  return n;
+}
+
+// TF's `with MonitoredTrainingSession(checkpoint_dir=logdir) as session: session.run(gstep)`.
+std::int64_t restart_reads(const fs::path& dir) {
+  auto session = make_training_session({.checkpoint_dir = dir.c_str(), .stop_on_signals = false},
+                                       factory());
+  return read_gstep(session);
+}
+
+}  // namespace
+
+TEST_CASE("I80 test_saving_restoring_checkpoint: 0, 1, 2; a restart reads 2") {
+  fakes::LogCapture capture;
+  const ckpt::TempDir dir;
+  const std::string logdir = dir.path.string();
+  {
+    auto session = make_training_session({.checkpoint_dir = logdir}, factory());
+    CHECK(read_gstep(session) == 0);
+    CHECK(do_step(session) == 1);
+    CHECK(do_step(session) == 2);
+  }
+  // Saved at after_create_session (step 0) and at end (step 2): the default 600 s never came.
+  CHECK(ckpt::named_checkpoints(dir.path) ==
+        std::vector<std::string>{"model.ckpt-0", "model.ckpt-2"});
+  CHECK(restart_reads(dir.path) == 2);
+}
+
+TEST_CASE("I81 test_save_checkpoint_steps: save_checkpoint_steps=100, 100 steps; a restart reads 100") {
+  fakes::LogCapture capture;
+  const ckpt::TempDir dir;
+  const std::string logdir = dir.path.string();
+  {
+    auto session = make_training_session(
+        {.checkpoint_dir = logdir, .save_checkpoint_steps = 100, .stop_on_signals = false},
+        factory());
+    for (int i = 0; i < 100; ++i) do_step(session);
+  }
+  CHECK(restart_reads(dir.path) == 100);
+}
+
+TEST_CASE("I82 test_save_checkpoint_secs: 0.1 s, 1 step, sleep 0.2 s, 10 steps; a restart reads 11") {
+  fakes::LogCapture capture;
+  const ckpt::TempDir dir;
+  const std::string logdir = dir.path.string();
+  {
+    auto session = make_training_session({.checkpoint_dir = logdir, .save_checkpoint_secs = 0.1},
+                                         factory());
+    do_step(session);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    for (int i = 0; i < 10; ++i) do_step(session);
+  }
+  CHECK(restart_reads(dir.path) == 11);
+}
+
+TEST_CASE("I83 test_save_restore_checkpoint_v1_saved_model: w_add gives 6, then 7; after a restart 8") {
+  fakes::LogCapture capture;
+  const ckpt::TempDir dir;
+  const std::string logdir = dir.path.string();
+  auto w_add = [](auto& session) {
+    return *session.run(runhooks::SessionRunArgs{runhooks::feed<fakes::CallerAdd>(1.0),
+                                                 runhooks::fetch<fakes::Var>()})[fakes::Var{}];
+  };
+  auto starting_at_5 = [] {
+    Backend b;
+    b.var = 5.0;
+    return b;
+  };
+  {
+    auto session = make_training_session({.checkpoint_dir = logdir}, starting_at_5);
+    CHECK(w_add(session) == 6.0);
+    CHECK(w_add(session) == 7.0);
+  }
+  auto session = make_training_session({.checkpoint_dir = logdir}, starting_at_5);
+  CHECK(w_add(session) == 8.0);
+}
+
+TEST_CASE("I84 test_summaries_steps / test_summaries_secs: the tags include my_summary and global_step/sec") {
+  fakes::LogCapture capture;
+  for (const bool by_secs : {false, true}) {
+    INFO("by_secs ", by_secs);
+    const ckpt::TempDir dir;
+    const std::string logdir = dir.path.string();
+    runhooks::TrainingSessionOptions options{.checkpoint_dir = logdir,
+                                             .log_step_count_steps = 10};
+    if (by_secs)
+      options.save_summaries_secs = 0.01;
+    else
+      options.save_summaries_steps = 100;
+    {
+      auto session = make_training_session(options, factory(), runhooks::scalars<Loss>);
+      for (int i = 0; i < 101; ++i) {
+        session.run();
+        if (by_secs && i % 10 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    const std::set<std::string> tags = tags_in(dir.path);
+    CHECK(tags.count("my_summary") == 1);
+    CHECK(tags.count("global_step/sec") == 1);
+  }
+}
+
+TEST_CASE("I85 test_custom_saving: chief_only FakeHook, save_checkpoint_secs=0: 0, 1, 2; begin once; a restart reads 0") {
+  fakes::LogCapture capture;
+  const ckpt::TempDir dir;
+  const std::string logdir = dir.path.string();
+  fakes::FakeHook<> fake;
+  {
+    auto session = make_training_session({.checkpoint_dir = logdir, .save_checkpoint_secs = 0},
+                                         factory(), runhooks::chief_only(std::ref(fake)));
+    CHECK(read_gstep(session) == 0);
+    CHECK(do_step(session) == 1);
+    CHECK(do_step(session) == 2);
+  }
+  CHECK(fake.call_counter.begin == 1);
+  CHECK(fake.call_counter.end == 1);
+  CHECK_FALSE(runhooks::latest_checkpoint(dir.path).has_value());  // no checkpoint hook
+  CHECK(restart_reads(dir.path) == 0);
+}
+
+TEST_CASE("I87 a worker: no summaries, no checkpoints, no chief-only hooks; it restores the chief's") {
+  fakes::LogCapture capture;
+  const ckpt::TempDir dir;
+  const std::string logdir = dir.path.string();
+  const std::string worker_summaries = (dir.path / "worker").string();
+  {
+    auto chief = make_training_session({.checkpoint_dir = logdir, .save_checkpoint_steps = 1},
+                                       factory());
+    for (int i = 0; i < 5; ++i) do_step(chief);
+  }
+  const auto before = ckpt::named_checkpoints(dir.path);
+  fakes::FakeHook<> chief_hook;
+  {
+    auto worker = make_training_session({.is_chief = false,
+                                         .checkpoint_dir = logdir,
+                                         .save_checkpoint_steps = 1,
+                                         .summary_dir = worker_summaries},
+                                        factory(), runhooks::chief_only(std::ref(chief_hook)),
+                                        runhooks::scalars<Loss>);
+    CHECK(read_gstep(worker) == 5);  // restored from the chief's latest checkpoint
+    for (int i = 0; i < 3; ++i) do_step(worker);
+  }
+  CHECK(ckpt::named_checkpoints(dir.path) == before);  // the worker saved nothing
+  CHECK(event_files_in(worker_summaries) == 0);
+  CHECK(chief_hook.call_counter.begin == 0);
+  CHECK(chief_hook.call_counter.before_run == 0);
+}
+
+TEST_CASE("I87 a worker waits max_wait_secs for the chief's first checkpoint, then gives up") {
+  fakes::LogCapture capture;
+  const ckpt::TempDir dir;
+  const std::string logdir = dir.path.string();
+  CHECK_THROWS_WITH_AS(make_training_session({.is_chief = false,
+                                              .checkpoint_dir = logdir,
+                                              .max_wait_secs = 0.5},
+                                             factory()),
+                       doctest::Contains("Session was not ready after waiting 0.5 secs."),
+                       runhooks::DeadlineExceededError);
+}
+
+TEST_CASE("make_training_session: TensorFlow's hook order and defaults (§1.10)") {
+  fakes::LogCapture capture;
+  const ckpt::TempDir dir;
+  const std::string logdir = dir.path.string();
+  fakes::CallLog calls;
+  fakes::FakeHook<> chief;
+  chief.name = "chief";
+  chief.log = &calls;
+  fakes::FakeHook<> user;
+  user.name = "user";
+  user.log = &calls;
+  auto session = make_training_session({.checkpoint_dir = logdir}, factory(), std::ref(user),
+                                       runhooks::chief_only(std::ref(chief)),
+                                       runhooks::scalars<Loss>);
+  // chief-only, StepCounterHook, SummarySaverHook, CheckpointSaverHook, user, SignalStopHook.
+  using S = decltype(session);
+  CHECK(runhooks::detail::session_hook_count<typename S::MonitoredSession>::value == 6);
+  CHECK(session.hook<1>().enabled());
+  CHECK(session.hook<1>().get()->options().every_n_steps == 100);
+  CHECK(session.hook<2>().enabled());
+  CHECK(session.hook<2>().get()->options().save_steps == 100);
+  CHECK(session.hook<3>().enabled());
+  CHECK(session.hook<5>().enabled());
+  CHECK(calls.entries == std::vector<std::string>{"chief.begin", "user.begin",
+                                                  "chief.after_create_session",
+                                                  "user.after_create_session"});
+  // TensorFlow's USE_DEFAULT: one summary option set, the other is off; 0 turns a hook off.
+  auto quiet = make_training_session({.checkpoint_dir = logdir,
+                                      .save_checkpoint_secs = 0,
+                                      .save_summaries_secs = 0,
+                                      .log_step_count_steps = 0,
+                                      .stop_on_signals = false},
+                                     factory(), runhooks::scalars<Loss>);
+  CHECK_FALSE(quiet.hook<0>().enabled());
+  CHECK_FALSE(quiet.hook<1>().enabled());
+  CHECK_FALSE(quiet.hook<2>().enabled());
+  CHECK_FALSE(quiet.hook<3>().enabled());
+}
+
+TEST_CASE("make_training_session: both secs and steps is TensorFlow's doc/code mismatch, an error") {
+  CHECK_THROWS_WITH_AS(
+      (runhooks::TrainingSessionOptions{.save_checkpoint_secs = 60, .save_checkpoint_steps = 100}),
+      doctest::Contains("sets both save_checkpoint_secs (60) and save_checkpoint_steps (100)"),
+      std::invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      (runhooks::TrainingSessionOptions{.save_summaries_steps = 10, .save_summaries_secs = 1.0}),
+      doctest::Contains("sets both save_summaries_steps (10) and save_summaries_secs (1)"),
+      std::invalid_argument);
+  CHECK_THROWS_WITH_AS((runhooks::TrainingSessionOptions{.log_step_count_steps = -1}),
+                       doctest::Contains("log_step_count_steps must be at least 0"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS((runhooks::TrainingSessionOptions{.max_wait_secs = -1.0}),
+                       doctest::Contains("TrainingSessionOptions::max_wait_secs"),
+                       std::invalid_argument);
+  // A backend that cannot be checkpointed, with a checkpoint_dir.
+  struct Plain {
+    std::int64_t step = 0;
+    void run() { ++step; }
+    std::int64_t global_step() const { return step; }
+  };
+  CHECK_THROWS_WITH_AS(make_training_session({.checkpoint_dir = "/tmp/x"}, [] { return Plain{}; }),
+                       doctest::Contains("the backend cannot be checkpointed"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("make_training_session: compile-time roles") {
+  fakes::LogCapture capture;
+  const ckpt::TempDir dir;
+  const std::string logdir = dir.path.string();
+  fakes::FakeHook<> chief_hook;
+  {
+    auto chief = make_training_session<Role::chief>({.checkpoint_dir = logdir}, factory(),
+                                                    runhooks::chief_only(std::ref(chief_hook)));
+    // The chief-only hook is stored as is, not behind a flag.
+    CHECK(std::is_same_v<std::remove_cvref_t<decltype(chief.hook<0>())>, fakes::FakeHook<>>);
+    do_step(chief);
+  }
+  CHECK(chief_hook.call_counter.before_run == 1);
+  auto worker = make_training_session<Role::worker>({.checkpoint_dir = logdir}, factory(),
+                                                    runhooks::chief_only(std::ref(chief_hook)),
+                                                    runhooks::scalars<Loss>);
+  // Only SignalStopHook: no chief-only hook and no default hook in the type.
+  using W = decltype(worker);
+  CHECK(runhooks::detail::session_hook_count<typename W::MonitoredSession>::value == 1);
+  CHECK(read_gstep(worker) == 1);
+}
+
+TEST_CASE("make_training_session: recovery restores the latest checkpoint") {
+  fakes::LogCapture capture;
+  const ckpt::TempDir dir;
+  const std::string logdir = dir.path.string();
+  int created = 0;
+  bool lost = false;
+  auto session = make_training_session(
+      {.checkpoint_dir = logdir, .save_checkpoint_steps = 2, .stop_on_signals = false},
+      [&] {
+        ++created;
+        return Backend{};
+      },
+      runhooks::on_before_run([&](auto& ctx) {
+        if (!lost && ctx.session().step == 5) {
+          lost = true;
+          throw runhooks::AbortedError("lost");
+        }
+      }));
+  for (int i = 0; i < 5; ++i) do_step(session);  // checkpoints at 0, 2, 4
+  CHECK(do_step(session) == 5);  // lost at 5, restored at 4, replayed
+  CHECK(created == 2);
+}
+
+TEST_CASE("make_training_session: SignalStopHook is on by default; a SIGTERM ends the loop cleanly") {
+  fakes::LogCapture capture;
+  const ckpt::TempDir dir;
+  const std::string logdir = dir.path.string();
+  auto session = make_training_session(
+      {.checkpoint_dir = logdir, .save_checkpoint_steps = 1000},
+      factory(), runhooks::on_after_run([](auto& ctx, const auto&) {
+        if (ctx.session().step == 3) std::raise(SIGTERM);
+      }));
+  runhooks::run_loop(session);
+  CHECK(session.raw_session().step == 3);
+  CHECK(ckpt::latest_step(dir.path) == 3);  // end() saved the last step
+}
+
+TEST_CASE("make_training_session links a ProgressBarHook to the StopAtStepHook") {
+  fakes::LogCapture capture;
+  std::FILE* sink = std::tmpfile();
+  auto session = make_training_session(
+      {.stop_on_signals = false}, [] { return Backend{}; },
+      runhooks::StopAtStepHook({.num_steps = 7}),
+      runhooks::ProgressBarHook{{.terminal = false}, sink});
+  CHECK(session.hook<3>().total() == 7);
+  std::fclose(sink);
+}
