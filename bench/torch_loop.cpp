@@ -4,7 +4,7 @@
 //   hand-written     stop test, step counter, silent checkpoint test, summaries every 100 steps,
 //                    all written inline in the loop
 //   runhooks         MonitoredSession with StopAtStepHook + StepCounterHook + a silent
-//                    CheckpointSaverHook + a summary saver every 100 steps
+//                    CheckpointSaverHook + SummarySaverHook (loss and accuracy every 100 steps)
 //   virtual hooks    std::vector<std::unique_ptr<Hook>> with virtual hook points (TensorFlow's
 //                    shape), holding the same hooks
 // and, for what the lazy fetches avoid, runhooks once more with a hook that converts the loss
@@ -19,16 +19,19 @@
 // measure the hooks' own per-step cost without libtorch's noise, and two microbenchmarks the
 // price of one .item().
 //
-// Summary saver: runhooks' SummarySaverHook had not landed when this was written, so the
-// runhooks and virtual configurations use SummarySaverStandIn below (same trigger logic: one
-// compare per step, fetches switched on only on the steps that write).
+// The hand-written and virtual loops write their summaries as SummarySaverHook does (TensorFlow's
+// steps: the first run, then every 100 steps; one event with both scalars, through the same
+// EventFileSummaryWriter), and their step rate as StepCounterHook's SummaryOutput does, so that
+// the file I/O is the same everywhere. The checkpoint saver never triggers in the measured steps
+// (save_steps far beyond them): its per-step cost is a compare, as with any save_steps.
 //
 //   bench_torch_loop [--rounds N] [--steps N] [--null-steps N] [--json PATH] [--smoke]
 // --smoke: 2 rounds of 20 steps, for the test suite: checks, no meaningful numbers.
 #include <runhooks/checkpoint/checkpoint_saver_hook.hpp>
+#include <runhooks/hooks/summary_saver_hook.hpp>
+#include <runhooks/keys.hpp>
 #include <runhooks/core.hpp>
 #include <runhooks/outputs/summary_output.hpp>
-#include <runhooks/summary/event_writer.hpp>
 #include <runhooks/torch/tensor_batches.hpp>
 #include <runhooks/torch/torch_backend.hpp>
 
@@ -112,38 +115,22 @@ NullBackend make_null_backend() { return {}; }
 
 // ---- hooks ----------------------------------------------------------------------------------
 
-// STAND-IN for runhooks' SummarySaverHook (not landed when this was written): before a step
-// whose global step will reach the next summary step, it switches on the loss and accuracy
-// fetches; after it, writes both to a TensorBoard event file and flushes. Per silent step: one
-// compare in before_run, one test in after_run.
-class SummarySaverStandIn {
- public:
-  SummarySaverStandIn(const fs::path& dir, std::int64_t every)
-      : writer_(std::make_shared<runhooks::EventFileWriter>(dir)), every_(every), next_(every) {}
+using SummarySaver = runhooks::SummarySaverHook<runhooks::Scalars<BatchLoss, BatchAccuracy>,
+                                                runhooks::Histograms<>>;
+SummarySaver summary_saver(const std::string& dir) {
+  return SummarySaver({.save_steps = summary_every}, dir,
+                      runhooks::scalars<BatchLoss, BatchAccuracy>);
+}
 
-  auto before_run(auto& run_context) const {
-    const bool due = run_context.session().global_step() + 1 >= next_;
-    return runhooks::SessionRunArgs{runhooks::fetch<BatchLoss>(due),
-                                    runhooks::fetch<BatchAccuracy>(due)};
+// What the hand-written and virtual loops write where SummarySaverHook would.
+void write_summary(runhooks::EventFileSummaryWriter& writer, bool& started, std::int64_t step,
+                   float loss, float accuracy) {
+  if (!started) {
+    writer.write_session_start(step);
+    started = true;
   }
-  void after_run(auto& run_context, const auto& run_values) {
-    if (!run_values[BatchLoss{}]) [[likely]]
-      return;
-    write(run_context.session().global_step(), *run_values[BatchLoss{}],
-          *run_values[BatchAccuracy{}]);
-  }
-
- private:
-  [[gnu::noinline]] void write(std::int64_t step, float loss, float accuracy) {
-    writer_->add_scalar("loss", loss, step);
-    writer_->add_scalar("accuracy", accuracy, step);
-    writer_->flush();
-    next_ = step + every_;
-  }
-  std::shared_ptr<runhooks::EventFileWriter> writer_;
-  std::int64_t every_;
-  std::int64_t next_;
-};
+  writer.write_summary({{"loss", loss}, {"accuracy", accuracy}}, step);
+}
 
 // What a per-step .item() costs: converts the loss after every step, for a running mean.
 struct EagerLossHook {
@@ -184,7 +171,10 @@ template <class Backend>
 class HandLoop {
  public:
   HandLoop(Backend backend, const std::string& dir, std::int64_t last_step)
-      : backend_(std::move(backend)), writer_(dir), last_step_(last_step) {}
+      : backend_(std::move(backend)), counter_(dir + "/counter", /*log_line=*/false),
+        summaries_(dir + "/summary"), last_step_(last_step) {
+    summaries_.open();
+  }
 
   bool should_stop() const noexcept { return stop_; }
   void run() {
@@ -207,29 +197,26 @@ class HandLoop {
 
  private:
   [[gnu::noinline]] void summarize(std::int64_t step) {
-    writer_.add_scalar("loss", backend_.fetch(BatchLoss{}), step);
-    writer_.add_scalar("accuracy", backend_.fetch(BatchAccuracy{}), step);
-    writer_.flush();
+    write_summary(summaries_, started_, step, backend_.fetch(BatchLoss{}),
+                  backend_.fetch(BatchAccuracy{}));
     next_summary_ = step + summary_every;
   }
   [[gnu::noinline]] void count(std::int64_t step) {
     const double now = runhooks::SteadyClock::now();
-    if (last_count_step_ >= 0 && now > last_count_time_) {
-      writer_.add_scalar("global_step/sec",
-                         static_cast<float>(static_cast<double>(step - last_count_step_) /
-                                            (now - last_count_time_)),
-                         step);
-      writer_.flush();
-    }
+    if (last_count_step_ >= 0 && now > last_count_time_)
+      counter_.record("global_step/sec",
+                      static_cast<double>(step - last_count_step_) / (now - last_count_time_), step);
     last_count_step_ = step;
     last_count_time_ = now;
     next_count_ = step + summary_every;
   }
 
   Backend backend_;
-  runhooks::EventFileWriter writer_;
+  runhooks::SummaryOutput counter_;
+  runhooks::EventFileSummaryWriter summaries_;
+  bool started_ = false;
   std::int64_t last_step_;
-  std::int64_t next_summary_ = summary_every;
+  std::int64_t next_summary_ = 1;  // the first run writes
   std::int64_t next_count_ = std::numeric_limits<std::int64_t>::min();
   std::int64_t last_count_step_ = -1;
   double last_count_time_ = 0.0;
@@ -288,7 +275,8 @@ class VirtualSummarySaver final : public VirtualHook<Backend> {
  public:
   using Context = runhooks::SessionRunContext<Backend>;
   VirtualSummarySaver(const fs::path& dir, std::int64_t every)
-      : writer_(dir), every_(every), next_(every) {}
+      : writer_(dir), every_(every) {}
+  void begin() override { writer_.open(); }
   VirtualRunArgs before_run(Context& ctx) override {
     if (ctx.session().global_step() + 1 >= next_) [[unlikely]]
       return {{FetchName::loss, FetchName::accuracy}};
@@ -298,16 +286,15 @@ class VirtualSummarySaver final : public VirtualHook<Backend> {
     if (!values.loss) [[likely]]
       return;
     const std::int64_t step = ctx.session().global_step();
-    writer_.add_scalar("loss", *values.loss, step);
-    writer_.add_scalar("accuracy", *values.accuracy, step);
-    writer_.flush();
+    write_summary(writer_, started_, step, *values.loss, *values.accuracy);
     next_ = step + every_;
   }
 
  private:
-  runhooks::EventFileWriter writer_;
+  runhooks::EventFileSummaryWriter writer_;
+  bool started_ = false;
   std::int64_t every_;
-  std::int64_t next_;
+  std::int64_t next_ = 1;  // the first run writes
 };
 
 template <class Backend>
@@ -406,9 +393,9 @@ std::vector<Config> configs(Make make, const Scratch& scratch, const std::string
     auto session = std::make_shared<runhooks::MonitoredSession<
         Backend, runhooks::StopAtStepHook,
         runhooks::StepCounterHook<runhooks::SteadyClock, runhooks::SummaryOutput>,
-        runhooks::CheckpointSaverHook<>, SummarySaverStandIn>>(
+        runhooks::CheckpointSaverHook<>, SummarySaver>>(
         make(), runhooks::StopAtStepHook({.last_step = last_step}), step_counter(dir + "/counter"),
-        silent_saver(dir + "/ckpt"), SummarySaverStandIn(dir + "/summary", summary_every));
+        silent_saver(dir + "/ckpt"), summary_saver(dir + "/summary"));
     out.push_back({"runhooks", [session](std::int64_t k) { return run_steps(*session, k); },
                    [session] { return session->raw_session().global_step(); },
                    [session] { return weights_of(session->raw_session()); }, {}, {}});
@@ -433,10 +420,9 @@ std::vector<Config> configs(Make make, const Scratch& scratch, const std::string
     auto session = std::make_shared<runhooks::MonitoredSession<
         Backend, runhooks::StopAtStepHook,
         runhooks::StepCounterHook<runhooks::SteadyClock, runhooks::SummaryOutput>,
-        runhooks::CheckpointSaverHook<>, SummarySaverStandIn, EagerLossHook>>(
+        runhooks::CheckpointSaverHook<>, SummarySaver, EagerLossHook>>(
         make(), runhooks::StopAtStepHook({.last_step = last_step}), step_counter(dir + "/counter"),
-        silent_saver(dir + "/ckpt"), SummarySaverStandIn(dir + "/summary", summary_every),
-        EagerLossHook{});
+        silent_saver(dir + "/ckpt"), summary_saver(dir + "/summary"), EagerLossHook{});
     out.push_back({"runhooks + loss .item() every step",
                    [session](std::int64_t k) { return run_steps(*session, k); },
                    [session] { return session->raw_session().global_step(); },
@@ -537,8 +523,8 @@ std::string json_escape(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  int rounds = 15;
-  std::int64_t steps = 300, null_steps = 1'000'000, item_calls = 20000;
+  int rounds = 21;
+  std::int64_t steps = 500, null_steps = 1'000'000, item_calls = 20000;
   std::string json;
   bool smoke = false;
   for (int i = 1; i < argc; ++i) {
