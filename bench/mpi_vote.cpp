@@ -4,10 +4,11 @@
 // Each step is a calibrated busy loop of --step-us microseconds of CPU time (1.5 and 15 by
 // default), alone ("compute": the ranks are otherwise independent, like asynchronous workers) or
 // followed by an 8-byte MPI_Allreduce ("data-parallel": the ranks are already in lockstep, as with
-// a gradient allreduce). Every configuration is measured once per round, the rounds interleaved,
-// and the table gives the median over rounds and the spread (min to max) of the extra wall time
-// per step over the session without a vote measured in the same round. Wall time per step is the
-// slowest rank's time over --secs seconds of steps.
+// a gradient allreduce). Every configuration is measured once per round, the rounds interleaved.
+// Wall time per step is the slowest rank's over about --secs seconds of steps. The table gives
+// each configuration's best round, the vote's cost per step as the difference of best rounds (on
+// a shared machine the best round is the one least disturbed), and, paired by round, the median
+// and spread of the difference to the session without a vote.
 
 #include <runhooks/hooks/stop_at_step_hook.hpp>
 #include <runhooks/log.hpp>
@@ -79,6 +80,10 @@ struct Variant {
   std::optional<runhooks::MpiStopVoteOptions> vote;  // none: no vote
 };
 
+// Votes per step of the last measurement (the vote hook's own count: exact, the same on every
+// rank).
+double votes_per_step = 0.0;
+
 // Seconds per step: the slowest rank's wall time for `steps` steps.
 double measure(const Backend& backend, const Variant& variant, std::int64_t steps) {
   MPI_Barrier(MPI_COMM_WORLD);
@@ -90,7 +95,10 @@ double measure(const Backend& backend, const Variant& variant, std::int64_t step
     while (!session.should_stop()) session.run();
     elapsed = MPI_Wtime() - t0;
     session.close();
+    votes_per_step = static_cast<double>(session.hook<runhooks::MpiStopVoteHook>().rounds()) /
+                     static_cast<double>(steps);
   } else {
+    votes_per_step = 0.0;
     runhooks::MonitoredSession session(backend, runhooks::StopAtStepHook({.last_step = steps}));
     const double t0 = MPI_Wtime();
     while (!session.should_stop()) session.run();
@@ -180,10 +188,11 @@ int main(int argc, char** argv) {
           std::max<std::int64_t>(100, static_cast<std::int64_t>(secs / per_step));
     }
 
-  // results[step][kind][variant][round] = seconds per step
+  // results[step][kind][variant][round] = seconds per step; votes likewise, votes per step
   std::vector<std::vector<std::vector<std::vector<double>>>> results(
       step_us.size(), std::vector<std::vector<std::vector<double>>>(
                           2, std::vector<std::vector<double>>(variants.size())));
+  auto votes = results;
   for (int round = 0; round < rounds; ++round)
     for (std::size_t s = 0; s < step_us.size(); ++s)
       for (int kind = 0; kind < 2; ++kind)
@@ -192,30 +201,38 @@ int main(int argc, char** argv) {
           const std::int64_t steps = steps_for[s][static_cast<std::size_t>(kind)];
           results[s][static_cast<std::size_t>(kind)][v].push_back(
               measure(backend, variants[v], steps));
+          votes[s][static_cast<std::size_t>(kind)][v].push_back(votes_per_step);
         }
 
   if (env.rank() != 0) return 0;
   std::printf("%d ranks, %d rounds of %.2f s per configuration; work calibrated at %.1f "
               "iterations/us\n\n",
               size, rounds, secs, per_us);
-  std::printf("| ranks | step (CPU) | step kind | vote | wall per step, us | vote cost per step, "
-              "us: median [min, max] | %% of the step |\n|---|---|---|---|---|---|---|\n");
+  std::printf("| ranks | step (CPU) | step kind | vote | votes per 1000 steps | wall per step, us "
+              "(best round) | vote cost per step, us: best rounds | %% of the step | paired by "
+              "round: median [min, max] |\n|---|---|---|---|---|---|---|---|---|\n");
   for (std::size_t s = 0; s < step_us.size(); ++s)
     for (std::size_t kind = 0; kind < 2; ++kind) {
       const auto& base = results[s][kind][0];
+      const double base_best = *std::min_element(base.begin(), base.end());
       for (std::size_t v = 0; v < variants.size(); ++v) {
         const auto& mine = results[s][kind][v];
+        const double best = *std::min_element(mine.begin(), mine.end());
+        if (v == 0) {
+          std::printf("| %d | %.1f us | %s | %s | 0 | %.2f | — | — | — |\n", size, step_us[s],
+                      kinds[kind], variants[v].name.c_str(), best * 1e6);
+          continue;
+        }
         std::vector<double> extra;
         for (std::size_t r = 0; r < mine.size(); ++r) extra.push_back((mine[r] - base[r]) * 1e6);
-        const double med = median(extra);
-        if (v == 0)
-          std::printf("| %d | %.1f us | %s | %s | %.2f | — | — |\n", size, step_us[s], kinds[kind],
-                      variants[v].name.c_str(), median(mine) * 1e6);
-        else
-          std::printf("| %d | %.1f us | %s | %s | %.2f | %+.2f [%+.2f, %+.2f] | %+.1f %% |\n", size,
-                      step_us[s], kinds[kind], variants[v].name.c_str(), median(mine) * 1e6, med,
-                      *std::min_element(extra.begin(), extra.end()),
-                      *std::max_element(extra.begin(), extra.end()), 100.0 * med / step_us[s]);
+        const double cost = (best - base_best) * 1e6;
+        std::printf("| %d | %.1f us | %s | %s | %.1f | %.2f | %+.2f | %+.1f %% | %+.2f [%+.2f, %+.2f] "
+                    "|\n",
+                    size, step_us[s], kinds[kind], variants[v].name.c_str(),
+                    1000.0 * median(votes[s][kind][v]), best * 1e6, cost,
+                    100.0 * cost / step_us[s], median(extra),
+                    *std::min_element(extra.begin(), extra.end()),
+                    *std::max_element(extra.begin(), extra.end()));
       }
     }
   return 0;

@@ -129,6 +129,17 @@ class TemporaryDirectory {
   std::filesystem::path path_;
 };
 
+// The one error for a backend that cannot be sent; the instantiation note names it.
+template <class Backend>
+struct check_sendable_backend {
+  static_assert(Checkpointable<Backend>,
+                "runhooks::MpiSessionCreator sends the chief's state to the other ranks with the "
+                "backend's save() and restore(): add `void save(const std::filesystem::path& "
+                "prefix)` and `void restore(const std::filesystem::path& prefix)` to the backend "
+                "type named in this instantiation (see <runhooks/checkpoint/checkpointable.hpp>).");
+  static constexpr bool value = true;
+};
+
 // MPI_Bcast of any size, in pieces that fit an int count.
 inline void broadcast_bytes(char* data, std::size_t size, MPI_Comm comm) {
   constexpr std::size_t piece = std::size_t{1} << 30;
@@ -162,7 +173,7 @@ class MpiSessionCreator {
                 "runhooks::MpiSessionCreator wraps a session creator or a factory returning a "
                 "backend.");
   using backend_type = typename inner_type::backend_type;
-  static_assert(detail::check_checkpointable_for_creator<backend_type>::value);
+  static_assert(detail::check_sendable_backend<backend_type>::value);
 
   explicit MpiSessionCreator(Inner inner, MpiSessionOptions options = {},
                              MPI_Comm comm = MPI_COMM_WORLD)
@@ -180,7 +191,8 @@ class MpiSessionCreator {
         if constexpr (requires { inner_.initialize(backend); }) inner_.initialize(backend);
         if (comm_.size() > 1) {
           const detail::TemporaryDirectory directory;
-          backend.save(directory.path() / "state");
+          if constexpr (Checkpointable<backend_type>)  // else check_sendable_backend said so
+            backend.save(directory.path() / "state");
           payload = detail::pack_directory(directory.path());
         }
         header[0] = 1;
@@ -208,7 +220,7 @@ class MpiSessionCreator {
                      ": the chief (rank 0) failed to create its session: " + payload);
     const detail::TemporaryDirectory directory;
     detail::unpack_directory(payload, directory.path());
-    backend.restore(directory.path() / "state");
+    if constexpr (Checkpointable<backend_type>) backend.restore(directory.path() / "state");
   }
 
   const NoRecovery& policy() const noexcept { return policy_; }
