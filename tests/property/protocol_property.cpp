@@ -678,48 +678,171 @@ class Coverage {
   std::map<std::string, long> counts_;
 };
 
-// The session's known deviations from the contract (protocol_model.hpp's Deviations; minimal
-// sequences in tests/property/README.md), tolerated until the session is fixed. Each tolerance
-// makes the model predict the deviation, so a fix turns this test red until its name is removed
-// here. RUNHOOKS_PROPERTY_TOLERATE replaces the list; "none" checks the contract alone.
+// ---- The session's known deviations from the contract --------------------------------------
+
+// Tolerated until the session is fixed (protocol_model.hpp's Deviations; tests/property/README.md
+// explains each). A tolerance makes the model predict the deviation, so a fix turns this test red
+// until its name is removed here. RUNHOOKS_PROPERTY_TOLERATE replaces the list; "none" checks the
+// contract alone.
 constexpr const char* known_deviations = "D1,D2,D3,D4,D5,D6,D7,D8";
 
-Deviations tolerated_deviations() {
-  Deviations d;
-  const char* env = std::getenv("RUNHOOKS_PROPERTY_TOLERATE");
-  const std::string names = env != nullptr ? env : known_deviations;
-  if (names == "none") return d;
+bool set_deviation(Deviations& d, const std::string& name, bool on) {
+  bool* flags[] = {&d.give_up_raises_step_error,      &d.step_fn_errors_substituted,
+                   &d.singular_no_substitution,       &d.recovery_log_names_other_error,
+                   &d.constructor_drops_thread_error, &d.hook_stop_refusal_not_substituted,
+                   &d.no_backend_step_fn_recovers,    &d.thread_error_raised_twice};
+  for (int i = 0; i < 8; ++i) {
+    if (name == "D" + std::to_string(i + 1)) {
+      *flags[i] = on;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::string> split_names(const std::string& names) {
+  std::vector<std::string> out;
   std::stringstream list(names);
   std::string name;
-  while (std::getline(list, name, ',')) {
-    if (name.empty()) continue;
-    if (name == "D1")
-      d.give_up_raises_step_error = true;
-    else if (name == "D2")
-      d.step_fn_errors_substituted = true;
-    else if (name == "D3")
-      d.singular_no_substitution = true;
-    else if (name == "D4")
-      d.recovery_log_names_other_error = true;
-    else if (name == "D5")
-      d.constructor_drops_thread_error = true;
-    else if (name == "D6")
-      d.hook_stop_refusal_not_substituted = true;
-    else if (name == "D7")
-      d.no_backend_step_fn_recovers = true;
-    else if (name == "D8")
-      d.thread_error_raised_twice = true;
-    else
-      throw std::invalid_argument("RUNHOOKS_PROPERTY_TOLERATE: unknown deviation " + name);
-  }
+  while (std::getline(list, name, ','))
+    if (!name.empty() && name != "none") out.push_back(name);
+  return out;
+}
+
+std::vector<std::string> tolerated_names() {
+  const char* env = std::getenv("RUNHOOKS_PROPERTY_TOLERATE");
+  return split_names(env != nullptr ? env : known_deviations);
+}
+
+Deviations deviations_of(const std::vector<std::string>& names) {
+  Deviations d;
+  for (const std::string& name : names)
+    if (!set_deviation(d, name, true)) throw std::invalid_argument("RUNHOOKS_PROPERTY_TOLERATE: unknown deviation " + name);
   return d;
+}
+
+// Each deviation's minimal sequence, as RapidCheck shrank it.
+Fault at(Point p, int hook, int nth, Action a) { return Fault{p, hook, nth, a}; }
+Action throws(ErrKind k) { return Action{ErrKind::none, false, false, k}; }
+Op op_of(OpKind kind, std::vector<Fault> faults = {}) {
+  Op o;
+  o.kind = kind;
+  o.faults = std::move(faults);
+  return o;
+}
+Op coordinator_stop(ErrKind k) {
+  Op o = op_of(OpKind::coord_stop);
+  o.report = k;
+  return o;
+}
+Op thread_report(ErrKind k) {
+  Op o = op_of(OpKind::thread_report);
+  o.report = k;
+  return o;
+}
+Op step_fn(int runs, int stop_at, std::vector<Fault> faults = {}) {
+  Op o = op_of(OpKind::run_step_fn, std::move(faults));
+  o.step_runs = runs;
+  o.stop_at = stop_at;
+  return o;
+}
+Case sequence_of(SessionKind kind, bool coordinated, int max_retries, std::vector<Op> ops,
+                 std::vector<Fault> construct_faults = {}) {
+  Case c;
+  c.kind = kind;
+  c.coordinated = coordinated;
+  c.max_retries = max_retries;
+  c.ops = std::move(ops);
+  c.construct_faults = std::move(construct_faults);
+  return c;
+}
+
+std::map<std::string, Case> deviation_cases() {
+  const auto monitored = SessionKind::monitored;
+  const auto singular = SessionKind::singular;
+  const Action report_fatal_throw_aborted{ErrKind::fatal, false, false, ErrKind::aborted};
+  const Action report_fatal_throw_out_of_range{ErrKind::fatal, false, false, ErrKind::out_of_range};
+  const Action request_stop{ErrKind::none, false, true, ErrKind::none};
+  return {
+      {"D1", sequence_of(monitored, false, 1,
+                         {op_of(OpKind::run, {at(Point::create, -1, 1, throws(ErrKind::aborted)),
+                                              at(Point::before_run, 0, 1, throws(ErrKind::aborted))})})},
+      {"D2", sequence_of(monitored, false, 0, {coordinator_stop(ErrKind::aborted), step_fn(0, 0)})},
+      {"D3", sequence_of(singular, true, 0,
+                         {thread_report(ErrKind::aborted),
+                          op_of(OpKind::run, {at(Point::before_run, 0, 1, throws(ErrKind::out_of_range))})})},
+      {"D4", sequence_of(monitored, true, 1,
+                         {thread_report(ErrKind::aborted),
+                          op_of(OpKind::run, {at(Point::before_run, 0, 1, throws(ErrKind::out_of_range))})})},
+      {"D5", sequence_of(monitored, true, 1, {},
+                         {at(Point::create, -1, 1, throws(ErrKind::aborted)),
+                          at(Point::after_create_session, 0, 1, report_fatal_throw_out_of_range)})},
+      {"D6", sequence_of(monitored, true, 1,
+                         {op_of(OpKind::run, {at(Point::before_run, 0, 1, request_stop)}),
+                          thread_report(ErrKind::aborted), op_of(OpKind::run)})},
+      {"D7", sequence_of(monitored, false, 1,
+                         {coordinator_stop(ErrKind::aborted),
+                          op_of(OpKind::should_stop, {at(Point::create, -1, 1, throws(ErrKind::aborted))}),
+                          step_fn(1, -1)})},
+      {"D8", sequence_of(monitored, true, 0,
+                         {op_of(OpKind::run, {at(Point::before_run, 0, 1, report_fatal_throw_aborted)}),
+                          step_fn(0, -1, {at(Point::step_fn, -1, 1, throws(ErrKind::aborted))})})},
+  };
+}
+
+// For each tolerated deviation: its sequence agrees with the tolerant model, and disagrees once
+// that one tolerance is dropped (else the session was fixed: remove the name). With `explain`,
+// prints each sequence and the difference the contract sees.
+bool check_deviation_cases(const std::vector<std::string>& tolerated, bool explain) {
+  bool ok = true;
+  const std::map<std::string, Case> cases = deviation_cases();
+  for (const std::string& name : tolerated) {
+    const auto it = cases.find(name);
+    if (it == cases.end()) continue;
+    const Case& c = it->second;
+    const std::vector<std::string> actual = real::run(c);
+    Deviations all = deviations_of(tolerated);
+    const std::vector<std::string> tolerant = Model(c, all).run();
+    set_deviation(all, name, false);
+    const std::vector<std::string> strict = Model(c, all).run();
+    if (tolerant != actual) {
+      ok = false;
+      std::cerr << name << ": the session no longer behaves as the tolerance for " << name
+                << " predicts; if it was fixed, remove " << name << " from known_deviations.\n";
+      showValue(c, std::cerr);
+      std::cerr << difference(tolerant, actual) << "\n";
+    } else if (strict == actual) {
+      ok = false;
+      std::cerr << name << ": its sequence now agrees with the contract: remove " << name
+                << " from known_deviations.\n";
+    } else if (explain) {
+      std::cerr << "---- " << name << "\n";
+      showValue(c, std::cerr);
+      std::cerr << difference(strict, actual) << "\n";
+    }
+  }
+  return ok;
 }
 
 }  // namespace protocol
 
-int main() {
+int main(int argc, char** argv) {
   using namespace protocol;
   runhooks::set_log_sink(&real::log_sink);
+  const bool explain = argc > 1 && std::string_view(argv[1]) == "--explain";
+  if (argc > 1 && !explain) {
+    std::cerr << "usage: " << argv[0] << " [--explain]\n"
+              << "  RUNHOOKS_PROPERTY_SEQUENCES=N  sequences to check (default 10000; RC_PARAMS max_success wins)\n"
+              << "  RUNHOOKS_PROPERTY_TOLERATE=... known deviations to tolerate (default " << known_deviations
+              << "; none: the contract alone)\n"
+              << "  --explain                      print each tolerated deviation's sequence and difference\n";
+    return 2;
+  }
+
+  const std::vector<std::string> tolerated = tolerated_names();
+  const Deviations deviations = deviations_of(tolerated);
+  if (!check_deviation_cases(tolerated, explain)) return 1;
+  if (explain) return 0;
 
   const char* sequences_env = std::getenv("RUNHOOKS_PROPERTY_SEQUENCES");
   const std::string sequences = sequences_env != nullptr && *sequences_env != '\0' ? sequences_env : "10000";
@@ -729,9 +852,12 @@ int main() {
     params += (params.empty() ? "" : " ") + std::string("max_success=") + sequences;
     setenv("RC_PARAMS", params.c_str(), 1);
   }
-  const Deviations deviations = tolerated_deviations();
-  Coverage coverage;  // counts shrinking steps too; fine for a rough check
+  std::string joined;
+  for (const std::string& name : tolerated) joined += (joined.empty() ? "" : ",") + name;
+  std::cerr << "Tolerated deviations from the contract: " << (joined.empty() ? "none" : joined)
+            << " (see tests/property/README.md)\n";
 
+  Coverage coverage;  // counts the shrinking steps' sequences too; a rough check
   const bool ok = rc::check("MonitoredSession and SingularMonitoredSession agree with the protocol model", [&] {
     const Case c = *gens::sequence();
     const std::vector<std::string> expected = Model(c, deviations).run();
