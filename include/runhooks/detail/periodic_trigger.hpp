@@ -38,7 +38,7 @@ class PeriodicTrigger {
   static PeriodicTrigger never(C clock = {}) {
     PeriodicTrigger trigger(std::int64_t{1}, std::nullopt, std::move(clock));
     trigger.never_ = true;
-    trigger.next_check_ = max;
+    trigger.set_next_check(max);
     return trigger;
   }
 
@@ -48,30 +48,39 @@ class PeriodicTrigger {
     return false;
   }
 
+  // due(count + 1), tested on count: a hook that knows the global step before a run asks about
+  // the step the run will reach without an addition (or its overflow check) per step.
+  bool due_after(std::int64_t count_before) {
+    if (count_before >= next_check_before_) [[unlikely]]
+      return check(saturating_add(count_before, 1));
+    return false;
+  }
+
   // never(): NeverTriggerTimer's update, which records nothing and returns nothing.
   TimerElapsed fire(std::int64_t count) {
     if (never_) return {};
     const TimerElapsed elapsed = timer_.update_last_triggered_step(count);
-    next_check_ = timer_.every_steps() ? saturating_add(count, *timer_.every_steps())
-                                       : saturating_add(count, stride(count));
+    set_next_check(timer_.every_steps() ? saturating_add(count, *timer_.every_steps())
+                                        : saturating_add(count, stride(count)));
     return elapsed;
   }
 
   // TensorFlow's timer.reset(): the next due() triggers.
   void reset() noexcept {
     timer_.reset();
-    if (!never_) next_check_ = min;
+    if (!never_) set_next_check(min);
     last_read_count_ = min;
     last_stride_ = 1;
   }
 
   // Ask the timer at the next due(), whatever the count: after the count may have gone back.
   void recheck() noexcept {
-    if (!never_) next_check_ = min;
+    if (!never_) set_next_check(min);
   }
 
-  // The count from which due() asks the timer again.
+  // The count from which due() asks the timer again, and the one from which due_after() does.
   std::int64_t next_check() const noexcept { return next_check_; }
+  std::int64_t next_check_before() const noexcept { return next_check_before_; }
 
   std::optional<std::int64_t> last_triggered() const noexcept {
     return timer_.last_triggered_step();
@@ -90,10 +99,15 @@ class PeriodicTrigger {
     if (timer_.should_trigger_for_step(count)) return true;  // next_check_ stays: fire() moves it
     // every_steps: the timer refuses only counts from the last trigger up to the next threshold.
     if (timer_.every_steps())
-      next_check_ = saturating_add(*timer_.last_triggered_step(), *timer_.every_steps());
+      set_next_check(saturating_add(*timer_.last_triggered_step(), *timer_.every_steps()));
     else
-      next_check_ = saturating_add(count, stride(count));
+      set_next_check(saturating_add(count, stride(count)));
     return false;
+  }
+
+  void set_next_check(std::int64_t next) noexcept {
+    next_check_ = next;
+    next_check_before_ = saturating_sub(next, 1);
   }
 
   // Counts until the next clock sample in every_secs mode, from the rate since the last sample.
@@ -116,6 +130,7 @@ class PeriodicTrigger {
 
   SecondOrStepTimer<C> timer_;
   std::int64_t next_check_ = min;
+  std::int64_t next_check_before_ = min;  // next_check_ - 1: the test of due_after()
   bool never_ = false;
   std::int64_t last_read_count_ = min;
   double last_read_time_ = 0.0;

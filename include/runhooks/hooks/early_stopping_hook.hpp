@@ -121,8 +121,9 @@ class EarlyStoppingHook {
     using Backend = std::remove_cvref_t<decltype(run_context.session())>;
     if constexpr (detail::fetches_all<Backend, MetricKey>) {
       if (const auto& value = run_values[MetricKey{}]; value.has_value()) [[unlikely]] {
-        runs_to_check_ = options_.every_n_iter + 1;
-        check(run_context, static_cast<double>(*value));
+        std::int64_t step = checks_;
+        if constexpr (requires { run_context.global_step(); }) step = run_context.global_step();
+        if (check(static_cast<double>(*value), step)) run_context.request_stop();
       }
       --runs_to_check_;
     }
@@ -143,24 +144,25 @@ class EarlyStoppingHook {
                                             : value - options_.min_delta > reference;
   }
 
-  template <class Ctx>
-  [[gnu::noinline]] void check(Ctx& run_context, double value) {
+  // Keras' on_epoch_end; true: stop. Takes values, not the run context, so that the context
+  // need not live in memory on the steps that do not check.
+  [[gnu::noinline]] bool check(double value, std::int64_t step) {
+    runs_to_check_ = options_.every_n_iter + 1;  // the decrement after this makes every_n_iter
     const std::int64_t check_index = checks_++;
-    if (check_index < options_.start_from_check) return;
-    std::int64_t step = check_index;
-    if constexpr (requires { run_context.global_step(); }) step = run_context.global_step();
+    if (check_index < options_.start_from_check) return false;
     ++wait_;
     if (!best_ || improves(value, *best_)) {
       best_ = value;
       best_step_ = step;
       if (!options_.baseline || improves(value, *options_.baseline)) wait_ = 0;
-      return;
+      return false;
     }
     if (wait_ >= options_.patience && check_index > 0) {
       stopped_step_ = step;
-      run_context.request_stop();
       log(Severity::info, reason(step));
+      return true;
     }
+    return false;
   }
 
   std::string reason(std::int64_t step) const {

@@ -60,18 +60,19 @@ class NanTensorHook {
       const auto& loss = run_values[LossKey{}];
       // Unordered with itself: one compare. A loss the session did not fetch cannot happen.
       if (loss && std::isnan(*loss)) [[unlikely]]
-        diverged(run_context);
+        if (diverged()) run_context.request_stop();
     }
   }
 
   const NanTensorOptions& options() const noexcept { return options_; }
 
  private:
-  template <class Ctx>
-  [[gnu::noinline]] void diverged(Ctx& run_context) const {
+  // Throws, or returns true: stop. Takes no run context, so that the context need not live in
+  // memory on the other steps.
+  [[gnu::noinline]] bool diverged() const {
     log(Severity::warning, "Model diverged with loss = NaN.");
     if (options_.fail_on_nan_loss) throw NanLossDuringTrainingError();
-    run_context.request_stop();
+    return true;
   }
 
   NanTensorOptions options_;

@@ -192,7 +192,7 @@ class ProfilerHook {
   void begin() {
     std::filesystem::create_directories(output_dir_);
     started_ = false;
-    next_step_ = never;
+    last_step_ = never;
     trigger_.recheck();
   }
 
@@ -211,9 +211,10 @@ class ProfilerHook {
     }
   }
 
-  // Called by the session before each step.
+  // Called by the session before each step: TensorFlow's timer.should_trigger_for_step(the
+  // global step + 1), tested as one compare of the global step after the previous run.
   bool profile_this_step() {
-    if (next_step_ >= trigger_.next_check()) [[unlikely]]
+    if (last_step_ >= trigger_.next_check_before()) [[unlikely]]
       return decide();
     return false;
   }
@@ -223,10 +224,10 @@ class ProfilerHook {
                    double end_secs) {
     if (!pending_) return;
     pending_->spans.push_back({who, what, begin_secs, end_secs});
-    // This hook's after_run has set next_step_: the step is known, and all spans but the later
+    // This hook's after_run has set last_step_: the step is known, and all spans but the later
     // hooks' after_run are in.
     if (what == "after_run" && who == detail::type_name<ProfilerHook>() && !pending_->step) {
-      pending_->step = next_step_ - 1;
+      pending_->step = last_step_;
       write(*pending_, /*first=*/true);
     }
   }
@@ -234,7 +235,7 @@ class ProfilerHook {
   template <class Ctx, class Values>
   void after_run(Ctx& run_context, const Values&) {
     if constexpr (HasGlobalStep<std::remove_cvref_t<decltype(run_context.session())>>)
-      next_step_ = detail::saturating_add(run_context.global_step(), 1);
+      last_step_ = run_context.global_step();
   }
 
   template <class Backend>
@@ -265,8 +266,9 @@ class ProfilerHook {
       trigger_.fire(first_step_);
       return false;
     }
-    if (!trigger_.due(next_step_)) return false;
-    trigger_.fire(next_step_);
+    const std::int64_t next_step = detail::saturating_add(last_step_, 1);
+    if (!trigger_.due(next_step)) return false;
+    trigger_.fire(next_step);
     pending_ = std::make_unique<Trace>();
     pending_->spans.reserve(64);
     trigger_.recheck();  // the next step comes back here to write the trace
@@ -304,7 +306,7 @@ class ProfilerHook {
   ProfilerOptions options_;
   std::filesystem::path output_dir_;
   detail::PeriodicTrigger<C> trigger_;
-  std::int64_t next_step_ = never;  // the global step the next run will reach, predicted
+  std::int64_t last_step_ = never;  // the global step after the last run (+ 1: the next one's)
   std::int64_t first_step_ = 0;
   bool started_ = false;
   std::unique_ptr<Trace> pending_;

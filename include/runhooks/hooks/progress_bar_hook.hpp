@@ -184,20 +184,22 @@ class ProgressBarHook<Keys<Ks...>, C> {
     using Backend = std::remove_cvref_t<decltype(run_context.session())>;
     std::int64_t count = runs_;
     if constexpr (HasGlobalStep<Backend>) count = run_context.global_step();
-    draw_ = trigger_.due(count);
+    if (trigger_.due(count)) [[unlikely]]
+      draw_ = true;
     if constexpr (sizeof...(Ks) > 0 && detail::fetches_all<Backend, Ks...>)
       return SessionRunArgs{runhooks::fetch<Ks>(draw_)...};
   }
 
   template <class Ctx, class Values>
   void after_run(Ctx& run_context, const Values& run_values) {
-    ++runs_;
+    using Backend = std::remove_cvref_t<decltype(run_context.session())>;
+    if constexpr (!HasGlobalStep<Backend>) ++runs_;  // the count of a backend without a step
     if (draw_) [[unlikely]] {
+      draw_ = false;
       std::int64_t count = runs_;
-      if constexpr (requires { run_context.global_step(); }) count = run_context.global_step();
-      if constexpr (sizeof...(Ks) > 0 &&
-                    detail::fetches_all<std::remove_cvref_t<decltype(run_context.session())>, Ks...>)
-        keep_values(run_values);
+      if constexpr (HasGlobalStep<Backend>) count = run_context.global_step();
+      if constexpr (sizeof...(Ks) > 0 && detail::fetches_all<Backend, Ks...>)
+        keep_values(values_type(*run_values[Ks{}]...));
       redraw(count, false);
     }
   }
@@ -221,10 +223,11 @@ class ProgressBarHook<Keys<Ks...>, C> {
   C& clock() noexcept { return trigger_.clock(); }
 
  private:
-  template <class Values>
-  void keep_values(const Values& run_values) {
+  using values_type = KeyValues<Ks...>;
+
+  [[gnu::noinline]] void keep_values(const values_type& fetched) {
     values_.clear();
-    (append_value(key_name<Ks>(), *run_values[Ks{}]), ...);
+    (append_value(key_name<Ks>(), fetched[Ks{}]), ...);
   }
   template <class T>
   void append_value(std::string_view name, const T& value) {

@@ -222,6 +222,9 @@ class SummarySaverHook<Scalars<Ss...>, Histograms<Hs...>, Writer, C> {
   void begin() {
     if constexpr (requires { writer_.open(); }) writer_.open();
     started_ = false;
+    // TensorFlow keeps its timer but writes on the first run whatever it says, then updates it
+    // at that step: the same as starting the timer afresh, which then triggers on the first run.
+    trigger_.reset();
   }
 
   template <class Backend>
@@ -240,10 +243,7 @@ class SummarySaverHook<Scalars<Ss...>, Histograms<Hs...>, Writer, C> {
   auto before_run(Ctx& run_context) {
     using Backend = std::remove_cvref_t<decltype(run_context.session())>;
     if constexpr (HasGlobalStep<Backend> && detail::fetches_all<Backend, Ss..., Hs...>) {
-      // The first run always writes: the trigger starts at its lowest count, so the first due()
-      // reaches the timer, which has not triggered yet (or, for a reused hook, started_ says so).
-      const std::int64_t next = detail::saturating_add(run_context.global_step(), 1);
-      const bool request = trigger_.due(next) || !started_;
+      const bool request = trigger_.due_after(run_context.global_step());
       return SessionRunArgs{runhooks::fetch<Ss>(request)..., runhooks::fetch<Hs>(request)...};
     }
   }
@@ -253,7 +253,7 @@ class SummarySaverHook<Scalars<Ss...>, Histograms<Hs...>, Writer, C> {
     using Backend = std::remove_cvref_t<decltype(run_context.session())>;
     if constexpr (HasGlobalStep<Backend> && detail::fetches_all<Backend, Ss..., Hs...>)
       if (run_values[first_key{}].has_value()) [[unlikely]]
-        save(run_context.global_step(), run_values);
+        save(run_context.global_step(), values_of(run_values));
   }
 
   template <class Backend>
@@ -267,9 +267,16 @@ class SummarySaverHook<Scalars<Ss...>, Histograms<Hs...>, Writer, C> {
 
  private:
   using first_key = detail::first_t<Ss..., Hs...>;
+  using values_type = KeyValues<Ss..., Hs...>;
 
+  // Copied out of the step's values on the rare path only, so that the step's values need not
+  // live in memory on the others.
   template <class Values>
-  [[gnu::noinline]] void save(std::int64_t global_step, const Values& run_values) {
+  static values_type values_of(const Values& run_values) {
+    return values_type(*run_values[Ss{}]..., *run_values[Hs{}]...);
+  }
+
+  [[gnu::noinline]] void save(std::int64_t global_step, const values_type& fetched) {
     if (!started_) {
       writer_.write_session_start(global_step);
       started_ = true;
@@ -277,9 +284,9 @@ class SummarySaverHook<Scalars<Ss...>, Histograms<Hs...>, Writer, C> {
     trigger_.fire(global_step);
     std::vector<SummaryItem> values;
     values.reserve(sizeof...(Ss) + sizeof...(Hs));
-    (values.push_back({std::string(key_name<Ss>()), static_cast<float>(*run_values[Ss{}])}), ...);
+    (values.push_back({std::string(key_name<Ss>()), static_cast<float>(fetched[Ss{}])}), ...);
     (values.push_back({std::string(key_name<Hs>()),
-                       detail::make_histogram(key_name<Hs>(), *run_values[Hs{}])}),
+                       detail::make_histogram(key_name<Hs>(), fetched[Hs{}])}),
      ...);
     writer_.write_summary(values, global_step);
   }
