@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -357,7 +358,17 @@ Conditional<Hook> conditional(bool on, Make make) {
   return Conditional<Hook>(on ? std::optional<Hook>(make()) : std::nullopt);
 }
 
-using DefaultStepCounter = StepCounterHook<SteadyClock, SummaryOutput>;
+// SummaryOutput behind a pointer: default-constructible, as Clang needs every output of a
+// StepCounterHook held in a std::optional to be (its constructor's `Output output = {}` default
+// argument is instantiated by std::is_constructible).
+struct SharedSummaryOutput {
+  std::shared_ptr<SummaryOutput> output;
+  void record(std::string_view tag, double steps_per_sec, std::int64_t global_step) {
+    output->record(tag, steps_per_sec, global_step);
+  }
+};
+
+using DefaultStepCounter = StepCounterHook<SteadyClock, SharedSummaryOutput>;
 
 }  // namespace detail
 
@@ -434,7 +445,7 @@ auto make_training_session(const TrainingSessionOptions& options, Factory factor
       auto counter = detail::conditional<detail::DefaultStepCounter>(r.step_counter, [&] {
         return detail::DefaultStepCounter(
             StepCounterOptions{.every_n_steps = options.log_step_count_steps},
-            SummaryOutput(r.summary_dir));
+            detail::SharedSummaryOutput{std::make_shared<SummaryOutput>(r.summary_dir)});
       });
       auto summaries = [&] {
         if constexpr (has_summary_keys) {
