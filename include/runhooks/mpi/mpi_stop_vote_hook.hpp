@@ -109,11 +109,12 @@ class MpiStopVoteHook {
 
   void begin() {
     // Every rank must vote on the same steps: the maximum of each option and of its negation
-    // (its minimum) must agree. every_n_secs as its bits: a positive double's bits are a
-    // positive int64 that orders like the double.
-    const std::int64_t rhythm[3] = {options_.every_n_steps,
-                                    std::bit_cast<std::int64_t>(options_.every_n_secs),
-                                    options_.pipelined ? 1 : 0};
+    // (its minimum) must agree. every_n_secs, when used, as its bits: the bits of a positive
+    // double are a positive int64.
+    const std::int64_t rhythm[3] = {
+        options_.every_n_steps,
+        options_.every_n_steps == 0 ? std::bit_cast<std::int64_t>(options_.every_n_secs) : 0,
+        options_.pipelined ? 1 : 0};
     std::int64_t send[6], receive[6];
     for (int i = 0; i < 3; ++i) {
       send[2 * i] = rhythm[i];
