@@ -267,17 +267,17 @@ TEST_CASE("make_training_session: TensorFlow's hook order and defaults (§1.10)"
 
 TEST_CASE("make_training_session: both secs and steps is TensorFlow's doc/code mismatch, an error") {
   CHECK_THROWS_WITH_AS(
-      (runhooks::TrainingSessionOptions{.save_checkpoint_secs = 60, .save_checkpoint_steps = 100}),
+      static_cast<void>(runhooks::TrainingSessionOptions{.save_checkpoint_secs = 60, .save_checkpoint_steps = 100}),
       doctest::Contains("sets both save_checkpoint_secs (60) and save_checkpoint_steps (100)"),
       std::invalid_argument);
   CHECK_THROWS_WITH_AS(
-      (runhooks::TrainingSessionOptions{.save_summaries_steps = 10, .save_summaries_secs = 1.0}),
+      static_cast<void>(runhooks::TrainingSessionOptions{.save_summaries_steps = 10, .save_summaries_secs = 1.0}),
       doctest::Contains("sets both save_summaries_steps (10) and save_summaries_secs (1)"),
       std::invalid_argument);
-  CHECK_THROWS_WITH_AS((runhooks::TrainingSessionOptions{.log_step_count_steps = -1}),
+  CHECK_THROWS_WITH_AS(static_cast<void>(runhooks::TrainingSessionOptions{.log_step_count_steps = -1}),
                        doctest::Contains("log_step_count_steps must be at least 0"),
                        std::invalid_argument);
-  CHECK_THROWS_WITH_AS((runhooks::TrainingSessionOptions{.max_wait_secs = -1.0}),
+  CHECK_THROWS_WITH_AS(static_cast<void>(runhooks::TrainingSessionOptions{.max_wait_secs = -1.0}),
                        doctest::Contains("TrainingSessionOptions::max_wait_secs"),
                        std::invalid_argument);
   // A backend that cannot be checkpointed, with a checkpoint_dir.

@@ -116,9 +116,9 @@ class ProgressBarHook;
 // and when the output is not a terminal (a CI log) it writes a plain line every plain_line_secs:
 //   progress: step 450/1000 (45%), 36.4 steps/s, elapsed 00:12, ETA 00:15, loss=0.231
 // The count is the global step (local runs for a backend without one); the rate is the steps
-// since the first run over the time since then; the keys' values are those of the last redraw.
-// Without a total it shows the step, the rate and the elapsed time. end() draws the final state
-// and ends the line.
+// since the first draw over the time since then; the keys' values are those of the last redraw.
+// Without a total it shows the step, the rate and the elapsed time. end() reads the keys from
+// the backend once more, draws the final state (no ETA) and ends the line.
 //
 // The total is ProgressBarOptions::total, or the last step of a StopAtStepHook of the same
 // session: runhooks::link_hooks(session) after constructing the session (or
@@ -204,10 +204,13 @@ class ProgressBarHook<Keys<Ks...>, C> {
     }
   }
 
+  // The final state: the keys read from the backend once more (no step), and the line ended.
   template <class Backend>
   void end(Backend& session) {
     std::int64_t count = runs_;
     if constexpr (HasGlobalStep<Backend>) count = static_cast<std::int64_t>(session.global_step());
+    if constexpr (sizeof...(Ks) > 0 && detail::fetches_all<Backend, Ks...>)
+      keep_values(values_type::from_backend(session));
     redraw(count, true);
   }
 
@@ -246,8 +249,8 @@ class ProgressBarHook<Keys<Ks...>, C> {
     const std::optional<double> rate =
         elapsed > 0.0 && steps >= 0.0 ? std::optional(steps / elapsed) : std::nullopt;
     const std::optional<std::int64_t> goal = total();
-    std::string line = terminal_ ? terminal_line(count, goal, rate, elapsed)
-                                 : plain_line(count, goal, rate, elapsed);
+    std::string line = terminal_ ? terminal_line(count, goal, rate, elapsed, final)
+                                 : plain_line(count, goal, rate, elapsed, final);
     if (!values_.empty()) {
       line += terminal_ ? "  " : ", ";
       line += values_;
@@ -265,7 +268,7 @@ class ProgressBarHook<Keys<Ks...>, C> {
   }
 
   std::string terminal_line(std::int64_t count, std::optional<std::int64_t> goal,
-                            std::optional<double> rate, double elapsed) const {
+                            std::optional<double> rate, double elapsed, bool final) const {
     std::string line;
     char text[96];
     if (goal && *goal > 0) {
@@ -287,7 +290,7 @@ class ProgressBarHook<Keys<Ks...>, C> {
       std::snprintf(text, sizeof text, "  %.3g steps/s", *rate);
       line += text;
     }
-    if (goal && rate && *rate > 0.0 && count < *goal)
+    if (!final && goal && rate && *rate > 0.0 && count < *goal)
       line += "  ETA " + detail::format_duration(static_cast<double>(*goal - count) / *rate);
     else
       line += "  " + detail::format_duration(elapsed);
@@ -295,7 +298,7 @@ class ProgressBarHook<Keys<Ks...>, C> {
   }
 
   std::string plain_line(std::int64_t count, std::optional<std::int64_t> goal,
-                         std::optional<double> rate, double elapsed) const {
+                         std::optional<double> rate, double elapsed, bool final) const {
     char text[96];
     std::string line = "progress: step " + std::to_string(count);
     if (goal && *goal > 0) {
@@ -309,7 +312,7 @@ class ProgressBarHook<Keys<Ks...>, C> {
       line += text;
     }
     line += ", elapsed " + detail::format_duration(elapsed);
-    if (goal && rate && *rate > 0.0 && count < *goal)
+    if (!final && goal && rate && *rate > 0.0 && count < *goal)
       line += ", ETA " + detail::format_duration(static_cast<double>(*goal - count) / *rate);
     return line;
   }
