@@ -150,6 +150,87 @@ inline void broadcast_bytes(char* data, std::size_t size, MPI_Comm comm) {
 
 }  // namespace detail
 
+namespace detail {
+
+// Workers: the chief's header {1: state follows, 2: its error follows; bytes}, by a nonblocking
+// broadcast polled every millisecond for at most max_wait_secs.
+inline void receive_chief_header(std::int64_t (&header)[2], MPI_Comm comm, double max_wait_secs) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  mpi_check(MPI_Ibcast(header, 2, MPI_INT64_T, 0, comm, &request), "MPI_Ibcast");
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                    std::chrono::duration<double>(max_wait_secs));
+  bool logged = false;
+  for (;;) {
+    int done = 0;
+    mpi_check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline)
+      throw MpiError("runhooks: " + mpi_who() +
+                     ": the chief (rank 0) sent no initial state within "
+                     "MpiSessionOptions::max_wait_secs = " +
+                     format_number(max_wait_secs) + " s; is rank 0 alive and creating its session?");
+    if (!logged && now - start > std::chrono::seconds(5)) {
+      logged = true;
+      log(Severity::info, "runhooks: " + mpi_who() +
+                              ": waiting for the chief (rank 0) to create its session (at most " +
+                              format_number(max_wait_secs) + " s)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// Collective over comm. On rank 0: prepare() (restore a checkpoint, ...), then the backend's state
+// is saved into a private temporary directory and its files broadcast, or, if prepare() or the
+// save threw, the error's message is, and rank 0 rethrows. On the other ranks: the files are
+// restored into `backend`, or an MpiError quotes the chief's error.
+template <class Backend, class Prepare>
+void share_chief_state(Backend& backend, MPI_Comm comm, double max_wait_secs, Prepare&& prepare) {
+  int rank = 0, size = 1;
+  mpi_check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  std::int64_t header[2] = {0, 0};
+  std::string payload;
+  std::exception_ptr chief_error;
+  if (rank == 0) {
+    try {
+      prepare();
+      if (size > 1) {
+        const TemporaryDirectory directory;
+        if constexpr (Checkpointable<Backend>)  // else check_sendable_backend said so
+          backend.save(directory.path() / "state");
+        payload = pack_directory(directory.path());
+      }
+      header[0] = 1;
+    } catch (...) {
+      chief_error = std::current_exception();
+      payload = describe_current_exception();
+      header[0] = 2;
+    }
+    header[1] = static_cast<std::int64_t>(payload.size());
+    MPI_Request request = MPI_REQUEST_NULL;
+    mpi_check(MPI_Ibcast(header, 2, MPI_INT64_T, 0, comm, &request), "MPI_Ibcast");
+    mpi_check(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait");
+  } else {
+    receive_chief_header(header, comm, max_wait_secs);
+    payload.resize(static_cast<std::size_t>(header[1]));
+  }
+  broadcast_bytes(payload.data(), payload.size(), comm);
+  if (rank == 0) {
+    if (chief_error) std::rethrow_exception(chief_error);
+    return;
+  }
+  if (header[0] != 1)
+    throw MpiError("runhooks: " + mpi_who() + ": the chief (rank 0) failed to create its session: " +
+                   payload);
+  const TemporaryDirectory directory;
+  unpack_directory(payload, directory.path());
+  if constexpr (Checkpointable<Backend>) backend.restore(directory.path() / "state");
+}
+
+}  // namespace detail
+
 // A session creator for every rank of the communicator. Inner is a session creator (typically a
 // ChiefSessionCreator restoring the latest checkpoint of a directory on rank 0's disk) or a
 // factory; every rank calls its create_session(), but only rank 0 its initialize(). Then rank 0
@@ -183,44 +264,9 @@ class MpiSessionCreator {
   backend_type create_session() { return inner_.create_session(); }
 
   void initialize(backend_type& backend) {
-    std::int64_t header[2] = {0, 0};  // {1: state follows, 2: the chief's error follows; bytes}
-    std::string payload;
-    std::exception_ptr chief_error;
-    if (chief_) {
-      try {
-        if constexpr (requires { inner_.initialize(backend); }) inner_.initialize(backend);
-        if (comm_.size() > 1) {
-          const detail::TemporaryDirectory directory;
-          if constexpr (Checkpointable<backend_type>)  // else check_sendable_backend said so
-            backend.save(directory.path() / "state");
-          payload = detail::pack_directory(directory.path());
-        }
-        header[0] = 1;
-      } catch (...) {
-        chief_error = std::current_exception();
-        payload = detail::describe_current_exception();
-        header[0] = 2;
-      }
-      header[1] = static_cast<std::int64_t>(payload.size());
-      MPI_Request request = MPI_REQUEST_NULL;
-      detail::mpi_check(MPI_Ibcast(header, 2, MPI_INT64_T, 0, comm_.get(), &request),
-                        "MPI_Ibcast");
-      detail::mpi_check(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait");
-    } else {
-      receive_header(header);
-      payload.resize(static_cast<std::size_t>(header[1]));
-    }
-    detail::broadcast_bytes(payload.data(), payload.size(), comm_.get());
-    if (chief_) {
-      if (chief_error) std::rethrow_exception(chief_error);
-      return;
-    }
-    if (header[0] != 1)
-      throw MpiError("runhooks: " + detail::mpi_who() +
-                     ": the chief (rank 0) failed to create its session: " + payload);
-    const detail::TemporaryDirectory directory;
-    detail::unpack_directory(payload, directory.path());
-    if constexpr (Checkpointable<backend_type>) backend.restore(directory.path() / "state");
+    detail::share_chief_state(backend, comm_.get(), options_.max_wait_secs, [&] {
+      if constexpr (requires { inner_.initialize(backend); }) inner_.initialize(backend);
+    });
   }
 
   const NoRecovery& policy() const noexcept { return policy_; }
@@ -231,35 +277,6 @@ class MpiSessionCreator {
   const MpiSessionOptions& options() const noexcept { return options_; }
 
  private:
-  void receive_header(std::int64_t (&header)[2]) {
-    MPI_Request request = MPI_REQUEST_NULL;
-    detail::mpi_check(MPI_Ibcast(header, 2, MPI_INT64_T, 0, comm_.get(), &request), "MPI_Ibcast");
-    const auto start = std::chrono::steady_clock::now();
-    const auto deadline =
-        start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                    std::chrono::duration<double>(options_.max_wait_secs));
-    bool logged = false;
-    for (;;) {
-      int done = 0;
-      detail::mpi_check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-      if (done) return;
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= deadline)
-        throw MpiError("runhooks: " + detail::mpi_who() +
-                       ": the chief (rank 0) sent no initial state within "
-                       "MpiSessionOptions::max_wait_secs = " +
-                       detail::format_number(options_.max_wait_secs) +
-                       " s; is rank 0 alive and creating its session?");
-      if (!logged && now - start > std::chrono::seconds(5)) {
-        logged = true;
-        log(Severity::info, "runhooks: " + detail::mpi_who() +
-                                ": waiting for the chief (rank 0) to create its session (at most " +
-                                detail::format_number(options_.max_wait_secs) + " s)");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
-
   inner_type inner_;
   MpiSessionOptions options_;
   detail::MpiComm comm_;
