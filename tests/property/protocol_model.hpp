@@ -353,7 +353,7 @@ class Model {
       coord_error_.reset();
     }
     for (int i = 0; i < c_.hooks; ++i) {
-      trace(hook_name(i) + ".after_create_session");
+      trace(hook_name(i) + ".after_create_session(" + b + ")");
       if (i == 0 && c_.coordinated) live_thread_ = ++threads_started_;
       fire(Point::after_create_session, i);
     }
@@ -690,7 +690,7 @@ class Model {
     std::optional<Error> first;
     if (call_end && backend_ != 0) {
       for (int i = 0; i < c_.hooks && !first; ++i) {
-        trace(hook_name(i) + ".end");
+        trace(hook_name(i) + ".end(backend#" + std::to_string(backend_) + ")");  // TF 1.1: the newest
         try {
           fire(Point::end, i);
         } catch (const Error& e) {

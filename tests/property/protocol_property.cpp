@@ -87,18 +87,18 @@ rc::Gen<T> weighted(std::vector<std::pair<int, T>> choices) {
 
 rc::Gen<ErrKind> raise_kind() {
   return weighted<ErrKind>({{20, ErrKind::none},
-                                            {30, ErrKind::aborted},
-                                            {12, ErrKind::unavailable},
-                                            {13, ErrKind::out_of_range},
-                                            {25, ErrKind::fatal}});
+                            {30, ErrKind::aborted},
+                            {12, ErrKind::unavailable},
+                            {13, ErrKind::out_of_range},
+                            {25, ErrKind::fatal}});
 }
 
 rc::Gen<ErrKind> report_kind() {
   return weighted<ErrKind>({{3, ErrKind::aborted},
-                                            {2, ErrKind::unavailable},
-                                            {3, ErrKind::fatal},
-                                            {1, ErrKind::out_of_range},
-                                            {2, ErrKind::clean}});
+                            {2, ErrKind::unavailable},
+                            {3, ErrKind::fatal},
+                            {1, ErrKind::out_of_range},
+                            {2, ErrKind::clean}});
 }
 
 rc::Gen<Action> action(bool can_request_stop) {
@@ -116,7 +116,6 @@ rc::Gen<Action> action(bool can_request_stop) {
 }
 
 rc::Gen<int> nth() { return weighted<int>({{14, 1}, {4, 2}, {2, 3}}); }
-
 
 using Points = std::vector<std::pair<int, Point>>;
 
@@ -292,6 +291,8 @@ class Harness {
   // the main thread asks it to report, or until its coordinator stops (a join, or the caller's
   // stop); it uses the backend until it ends.
   void start_thread(std::shared_ptr<std::atomic<int>> users, runhooks::Coordinator& coord) {
+    // README: the session resets its coordinator in place, so references stay valid.
+    if (coord_ != nullptr && coord_ != &coord) add("A received a different Coordinator");
     coord_ = &coord;
     int n = 0;
     {
@@ -344,6 +345,7 @@ class Harness {
 
   // The caller stops the coordinator; a running thread sees it and ends: wait for that.
   void caller_stops(runhooks::Coordinator& coord, std::exception_ptr error) {
+    if (coord_ != nullptr && coord_ != &coord) add("session.coordinator() is not the Coordinator A received");
     std::unique_lock lock(mutex_);
     const int n = threads_started_;
     const bool live = n != 0 && !thread_done_[n];
@@ -464,16 +466,16 @@ struct HookBase {
     h->add(hook_name(I) + ".after_run");
     h->fire(Point::after_run, I, [&] { run_context.request_stop(); });
   }
-  void end(ScriptedBackend&) {
-    h->add(hook_name(I) + ".end");
+  void end(ScriptedBackend& backend) {
+    h->add(hook_name(I) + ".end(" + backend.name() + ")");
     h->fire(Point::end, I);
   }
 };
 
 template <int I>
 struct PlainHook : HookBase<I> {
-  void after_create_session(ScriptedBackend&) {
-    this->h->add(hook_name(I) + ".after_create_session");
+  void after_create_session(ScriptedBackend& backend) {
+    this->h->add(hook_name(I) + ".after_create_session(" + backend.name() + ")");
     this->h->fire(Point::after_create_session, I);
   }
 };
@@ -481,7 +483,7 @@ struct PlainHook : HookBase<I> {
 // Hook A of a coordinated sequence: takes the coordinator and starts a thread on it.
 struct ThreadHook : HookBase<0> {
   void after_create_session(ScriptedBackend& backend, runhooks::Coordinator& coord) {
-    h->add("A.after_create_session");
+    h->add("A.after_create_session(" + backend.name() + ")");
     h->start_thread(backend.users(), coord);
     h->fire(Point::after_create_session, 0);
   }
