@@ -8,7 +8,7 @@
 #include <utility>
 
 #include <runhooks/concepts.hpp>
-#include <runhooks/mpi/detail/forwarding_hook.hpp>
+#include <runhooks/detail/forwarding_hook.hpp>
 #include <runhooks/mpi/mpi_environment.hpp>
 
 namespace runhooks {

@@ -19,8 +19,7 @@
 
 #include <runhooks/coordinator.hpp>
 #include <runhooks/detail/checked.hpp>
-#include <runhooks/log.hpp>
-#include <runhooks/mpi/detail/forwarding_hook.hpp>
+#include <runhooks/detail/forwarding_hook.hpp>
 #include <runhooks/mpi/mpi_environment.hpp>
 
 namespace runhooks {
