@@ -5,7 +5,11 @@
 //   StopAtStepHook            ends training after a fixed number of steps (built in)
 //   StepCounterHook           logs global steps per second (built in)
 //   LearningRateScheduleHook  feeds a decaying learning rate before every step (ours)
-//   LossLoggingHook           fetches the full-data loss every few steps and logs it (ours)
+//   LoggingTensorHook         logs the full-data loss every 1000 steps (TensorFlow's)
+//   NanTensorHook             stops with an error if the loss is ever NaN (TensorFlow's)
+//   EarlyStoppingHook         stops once the loss stops improving (Keras')
+//   SummarySaverHook          writes the loss and a histogram of the weights for TensorBoard
+//   ProgressBarHook           a progress bar on a terminal, plain lines in a log
 // The run checks itself: it fails unless the loss fell well below its start and the model
 // classifies the data about as well as the true weights do.
 #include <runhooks/runhooks.hpp>
@@ -14,6 +18,7 @@
 
 #include <array>
 #include <cmath>
+#include <filesystem>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -22,6 +27,9 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <system_error>
+
+#include <unistd.h>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -50,65 +58,65 @@ struct LearningRateScheduleHook {
   }
 };
 
-// Logs "step S loss L" every n steps, in the spirit of TensorFlow's LoggingTensorHook. The
-// fetch is requested on every step but switched on only on the steps that log, so the backend
-// computes the full-data loss only then; the step's type is the same either way.
-class LossLoggingHook {
- public:
-  explicit LossLoggingHook(std::int64_t every_n_steps) : every_n_steps_(every_n_steps) {}
-
-  auto before_run(auto& run_context) const {
-    const std::int64_t step = run_context.session().global_step() + 1;  // the step about to run
-    return runhooks::SessionRunArgs{runhooks::fetch<Loss>(step % every_n_steps_ == 0)};
-  }
-
-  void after_run(auto& run_context, const auto& run_values) {
-    const std::optional<float>& loss = run_values[Loss{}];
-    if (!loss) return;  // not a logging step
-    last_loss_ = *loss;
-    // Through runhooks::log, so these lines go where StepCounterHook's go, in order.
-    char line[64];
-    std::snprintf(line, sizeof line, "step %lld loss %.4f",
-                  static_cast<long long>(run_context.session().global_step()), double{*loss});
-    runhooks::log(runhooks::Severity::info, line);
-  }
-
-  float last_loss() const { return last_loss_; }
-
- private:
-  std::int64_t every_n_steps_;
-  float last_loss_ = std::numeric_limits<float>::quiet_NaN();  // until the first log
+// The weights, for a histogram in TensorBoard: a key the demo adds to the backend.
+struct WeightValues : runhooks::Key<Weights> {
+  static constexpr std::string_view name = "weights";
 };
+struct Model : LogisticRegression {
+  using LogisticRegression::LogisticRegression;
+  using LogisticRegression::fetch;
+  Weights fetch(WeightValues) const { return weights(); }
+};
+
+bool stdout_is_terminal() { return ::isatty(::fileno(stdout)) == 1; }
 
 }  // namespace
 
 int main() {
   // Every log line (ours and the built-in hooks') to stdout, so they interleave with the
-  // summary printed below in the order they happen.
+  // summary printed below in the order they happen. On a terminal a line first erases the
+  // progress bar (on stderr), which redraws below it, as tqdm.write does.
   runhooks::set_log_sink([](runhooks::Severity, std::string_view line) {
-    std::printf("%.*s\n", static_cast<int>(line.size()), line.data());
+    std::fflush(stderr);
+    std::printf("%s%.*s\n", stdout_is_terminal() ? "\r\x1b[K" : "", static_cast<int>(line.size()),
+                line.data());
+    std::fflush(stdout);
   });
+  // TensorBoard files go to a temporary directory, removed at the end (tensorboard --logdir DIR
+  // shows them while the demo runs).
+  const std::filesystem::path logdir =
+      std::filesystem::temp_directory_path() / ("runhooks-demo-" + std::to_string(std::random_device{}()));
 
   constexpr std::int64_t num_steps = 3000;
   const Weights true_weights = {2.0, -3.0, 1.5, 0.0, -1.0, 0.5, -0.5};
   std::mt19937 rng(2024);
   std::vector<Example> data = make_data(true_weights, 4000, rng);
 
-  LossLoggingHook loss_logger(300);
+  runhooks::EarlyStoppingHook<Loss> early_stopping({.min_delta = 1e-4, .patience = 3, .every_n_iter = 100});
   runhooks::MonitoredSession session{
-      LogisticRegression(std::move(data), /*batch_size=*/16, /*seed=*/7),
+      Model(std::move(data), /*batch_size=*/16, /*seed=*/7),
       runhooks::StopAtStepHook({.num_steps = num_steps}),
       runhooks::StepCounterHook({.every_n_steps = 1000}),
       LearningRateScheduleHook{.initial = 0.1f, .decay_steps = 1000.0f},
-      std::ref(loss_logger),  // kept outside the session, to read its last loss afterwards
+      // The full-data loss is fetched only on the steps that use it: every 1000 steps for the
+      // log, 500 for TensorBoard, 100 for early stopping; NanTensorHook checks every step.
+      runhooks::LoggingTensorHook{runhooks::keys<Loss>, {.every_n_iter = 1000}},
+      runhooks::NanTensorHook<Loss>(),
+      std::ref(early_stopping),  // kept outside the session, to read its best loss afterwards
+      runhooks::SummarySaverHook{{.save_steps = 500}, logdir, runhooks::scalars<Loss>,
+                                 runhooks::histograms<WeightValues>},
+      runhooks::ProgressBarHook{runhooks::keys<Loss>, {.redraws_per_sec = 10}},
   };
+  runhooks::link_hooks(session);  // the progress bar's total: StopAtStepHook's last step
 
   // raw_session() is the backend itself: reading it here runs no hook and no step.
   const float initial_loss = session.raw_session().fetch(Loss{});
   std::printf("initial loss %.4f\n", double{initial_loss});
 
   while (!session.should_stop()) session.run();
-  // No close() needed: the session's destructor closes it, as TensorFlow's `with` block does.
+  session.close();  // every end(): the progress bar's last line, the summaries flushed
+  std::error_code ignored;
+  std::filesystem::remove_all(logdir, ignored);
 
   const LogisticRegression& model = session.raw_session();
   std::printf("after %lld steps:\n", static_cast<long long>(model.global_step()));
@@ -120,11 +128,12 @@ int main() {
 
   const double learned_accuracy = accuracy(model.weights(), model.data());
   const double true_accuracy = accuracy(true_weights, model.data());
-  const float final_loss = loss_logger.last_loss();
+  const float final_loss = session.raw_session().fetch(Loss{});
   std::printf("loss %.4f -> %.4f; accuracy %.3f (the true weights: %.3f)\n", double{initial_loss},
               double{final_loss}, learned_accuracy, true_accuracy);
 
-  bool ok = model.global_step() == num_steps;
+  // All the steps, or fewer when early stopping ended the run.
+  bool ok = model.global_step() == num_steps || early_stopping.stopped_step().has_value();
   ok = ok && final_loss < 0.6f * initial_loss;
   ok = ok && learned_accuracy > 0.8 && learned_accuracy > true_accuracy - 0.02;
   for (std::size_t j = 0; j <= num_features; ++j)

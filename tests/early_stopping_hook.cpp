@@ -64,8 +64,8 @@ TEST_CASE("EarlyStopping, Keras' docstring example: patience=3 on a loss that on
   CHECK(hook.best_step() == 1);
   CHECK(capture.lines() ==
         std::vector<std::string>{"EarlyStoppingHook: stopping at global step 4: val_loss did "
-                                 "not improve on its best (1.0 at global step 1) by more than "
-                                 "0.0 in 3 checks (patience 3)."});
+                                 "not improve on its best (1 at global step 1) by more than "
+                                 "0 in 3 checks (patience 3)."});
 }
 
 TEST_CASE("EarlyStopping: patience=0 stops at the second check without improvement, never the first") {

@@ -12,7 +12,6 @@
 
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/checked.hpp>
-#include <runhooks/detail/format_value.hpp>
 #include <runhooks/detail/hook_keys.hpp>
 #include <runhooks/keys.hpp>
 #include <runhooks/log.hpp>
@@ -169,11 +168,11 @@ class EarlyStoppingHook {
     const std::string name(key_name<MetricKey>());
     std::string line = "EarlyStoppingHook: stopping at global step " + std::to_string(step) +
                        ": " + name + " did not improve on its best (" +
-                       detail::format_value(*best_) + " at global step " +
+                       detail::format_number(*best_) + " at global step " +
                        std::to_string(*best_step_) + ")";
     if (options_.baseline && !improves(*best_, *options_.baseline))
-      line += " nor on the baseline " + detail::format_value(*options_.baseline);
-    line += " by more than " + detail::format_value(options_.min_delta) + " in " +
+      line += " nor on the baseline " + detail::format_number(*options_.baseline);
+    line += " by more than " + detail::format_number(options_.min_delta) + " in " +
             std::to_string(wait_) + " checks (patience " + std::to_string(options_.patience) +
             ").";
     return line;

@@ -246,8 +246,8 @@ class ProgressBarHook<Keys<Ks...>, C> {
     if (!first_) first_ = First{count, now};
     const double elapsed = now - first_->time;
     const double steps = static_cast<double>(count - first_->count);
-    const std::optional<double> rate =
-        elapsed > 0.0 && steps >= 0.0 ? std::optional(steps / elapsed) : std::nullopt;
+    // A plain double and a flag: GCC's -Wmaybe-uninitialized misreads an optional<double> here.
+    const double rate = elapsed > 0.0 && steps >= 0.0 ? steps / elapsed : -1.0;  // -1: unknown
     const std::optional<std::int64_t> goal = total();
     std::string line = terminal_ ? terminal_line(count, goal, rate, elapsed, final)
                                  : plain_line(count, goal, rate, elapsed, final);
@@ -268,7 +268,7 @@ class ProgressBarHook<Keys<Ks...>, C> {
   }
 
   std::string terminal_line(std::int64_t count, std::optional<std::int64_t> goal,
-                            std::optional<double> rate, double elapsed, bool final) const {
+                            double rate, double elapsed, bool final) const {
     std::string line;
     char text[96];
     if (goal && *goal > 0) {
@@ -286,19 +286,19 @@ class ProgressBarHook<Keys<Ks...>, C> {
       std::snprintf(text, sizeof text, "%lld steps", static_cast<long long>(count));
       line += text;
     }
-    if (rate) {
-      std::snprintf(text, sizeof text, "  %.3g steps/s", *rate);
+    if (rate >= 0.0) {
+      std::snprintf(text, sizeof text, "  %.3g steps/s", rate);
       line += text;
     }
-    if (!final && goal && rate && *rate > 0.0 && count < *goal)
-      line += "  ETA " + detail::format_duration(static_cast<double>(*goal - count) / *rate);
+    if (!final && goal && rate > 0.0 && count < *goal)
+      line += "  ETA " + detail::format_duration(static_cast<double>(*goal - count) / rate);
     else
       line += "  " + detail::format_duration(elapsed);
     return line;
   }
 
   std::string plain_line(std::int64_t count, std::optional<std::int64_t> goal,
-                         std::optional<double> rate, double elapsed, bool final) const {
+                         double rate, double elapsed, bool final) const {
     char text[96];
     std::string line = "progress: step " + std::to_string(count);
     if (goal && *goal > 0) {
@@ -307,13 +307,13 @@ class ProgressBarHook<Keys<Ks...>, C> {
                                                         static_cast<double>(*goal)) * 100.0));
       line += text;
     }
-    if (rate) {
-      std::snprintf(text, sizeof text, ", %.3g steps/s", *rate);
+    if (rate >= 0.0) {
+      std::snprintf(text, sizeof text, ", %.3g steps/s", rate);
       line += text;
     }
     line += ", elapsed " + detail::format_duration(elapsed);
-    if (!final && goal && rate && *rate > 0.0 && count < *goal)
-      line += ", ETA " + detail::format_duration(static_cast<double>(*goal - count) / *rate);
+    if (!final && goal && rate > 0.0 && count < *goal)
+      line += ", ETA " + detail::format_duration(static_cast<double>(*goal - count) / rate);
     return line;
   }
 
