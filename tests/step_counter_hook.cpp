@@ -483,8 +483,10 @@ TEST_CASE("defect 4: a global step near INT64_MAX reports every n steps, not eve
   const auto summaries =
       run_counter({.every_n_steps = 10},
                   {.clock = clock, .secs_per_run = 0.01, .step = max - 45}, 45);
-  // First trigger at max - 44 (records nothing), then every 10: max - 34, -24, -14, -4.
-  CHECK(steps_of(summaries) == std::vector<std::int64_t>{max - 34, max - 24, max - 14, max - 4});
+  // First trigger at max - 44 (records nothing), then every 10: max - 34, -24, -14, -4; the
+  // next threshold, max - 4 + 10, saturates at max, which is the last step and reports (4 steps).
+  CHECK(steps_of(summaries) ==
+        std::vector<std::int64_t>{max - 34, max - 24, max - 14, max - 4, max});
   for (const Summary& s : summaries) CHECK(s.steps_per_sec == doctest::Approx(100.0));
 }
 
@@ -529,7 +531,7 @@ TEST_CASE("defect 6: every_n_secs keeps reporting on time after the global step 
     times.push_back(s.time);
   }
   for (std::size_t i = 1; i < times.size(); ++i) CHECK(times[i] - times[i - 1] <= 2.05);
-  CHECK(summaries.size() >= 95);
+  CHECK(summaries.size() >= 85);  // 100 s; a 0.1 s step lands each trigger 0 to 0.1 s late
   CHECK(log.lines(Severity::warning) ==
         std::vector<std::string>{"StepCounterHook: global step went back from 499 to 10 (a "
                                  "recovery restored an older state?); measuring from there."});

@@ -43,7 +43,8 @@ class Coordinator {
   void request_stop(std::exception_ptr error = nullptr) noexcept {
     std::lock_guard lock(mutex_);
     if (error && !error_) error_ = std::move(error);
-    stopped_.store(true, std::memory_order_relaxed);
+    stopped_.store(true, std::memory_order_seq_cst);
+    if (raise_ != nullptr) raise_->store(true, std::memory_order_seq_cst);
     source_.request_stop();
   }
 
@@ -68,6 +69,13 @@ class Coordinator {
   // holds the coordinator.
   bool should_stop() const noexcept { return stopped_.load(std::memory_order_relaxed); }
   const std::atomic<bool>& stop_flag() const noexcept { return stopped_; }
+
+  // A flag of the owning session that request_stop() raises too: the one the session loads on
+  // every step while another thread may stop it (the session lowers it itself).
+  void raise_on_stop(std::atomic<bool>* flag) noexcept {
+    std::lock_guard lock(mutex_);
+    raise_ = flag;
+  }
 
   std::stop_token stop_token() const {
     std::lock_guard lock(mutex_);
@@ -151,6 +159,7 @@ class Coordinator {
 
  private:
   std::atomic<bool> stopped_{false};
+  std::atomic<bool>* raise_ = nullptr;  // the owning session's copy, see raise_on_stop()
   std::stop_source source_;
   mutable std::mutex mutex_;
   std::condition_variable finished_;

@@ -9,6 +9,7 @@
 #include <boost/hana/at.hpp>
 #include <boost/hana/unpack.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <exception>
@@ -29,6 +30,17 @@
 #include <runhooks/session_creator.hpp>
 #include <runhooks/session_run_args.hpp>
 #include <runhooks/session_run_context.hpp>
+
+// The per-step path (run(), should_stop() and what they call) is forced inline: it is a few
+// instructions once the hooks' calls are inlined, but its rare paths (recovery, errors) make it
+// look large to the inliner, and clang otherwise leaves run() as a call on every step.
+#if defined(__GNUC__) || defined(__clang__)
+#define RUNHOOKS_DETAIL_HOT [[gnu::always_inline]] inline
+#define RUNHOOKS_DETAIL_LAMBDA_HOT __attribute__((always_inline))
+#else
+#define RUNHOOKS_DETAIL_HOT inline
+#define RUNHOOKS_DETAIL_LAMBDA_HOT
+#endif
 
 namespace runhooks {
 
@@ -76,30 +88,48 @@ struct backend_slot<Creator> {
   }
 };
 
-// should_stop() reads only `attention` on the per-step path. It is set when a stop was asked
-// for, while an error waits to be raised, and for as long as someone outside the session may stop
-// the coordinator, whose atomic flag must then be polled: a hook whose after_create_session
-// takes `Coordinator&`, or a caller of coordinator(). Until then no other thread can stop the
-// session, and the per-step path has no atomic load.
+// should_stop() reads only `attention` on the per-step path, a plain flag set when a stop was
+// asked for (by a hook, the caller, close(), a recovery without a backend), while an
+// error waits to be raised, and for as long as someone may stop the coordinator from another
+// thread (a hook whose after_create_session takes `Coordinator&`, or a caller of coordinator()).
+// Only then does it also load `raised`, an atomic flag that the coordinator raises when it is
+// stopped and that every local stop raises too: a session nobody can stop from another thread
+// has no atomic load on its per-step path, and one that can has the one a hand-written loop
+// would have.
 struct StopState {
-  bool attention = false;
+  bool attention = false;  // stop || polls_coordinator
   // Set by a hook's stop request, by the caller's, on close, while recovery has no backend, and
   // while an error waits to be raised.
   bool stop = false;
   bool caller_stop = false;  // survives recovery, which clears only the hooks' requests
   bool polls_coordinator = false;
   bool closed = false;
-  int uncaught = std::uncaught_exceptions();  // to tell a clean scope exit in the destructor
+  int uncaught;  // std::uncaught_exceptions() at construction, to tell a clean scope exit
   double grace_secs = 120.0;          // TensorFlow's stop_grace_period_secs
   std::exception_ptr pending_error;   // a coordinator thread's error that run() has not raised
   std::exception_ptr raised_error;    // the one run() raised, so close() does not raise it twice
   std::exception_ptr last_error;      // the preemption being recovered from, for the log line
-  CoordinatorSlot coord;              // made on demand
+  std::atomic<bool> raised{false};    // stop, or the coordinator was stopped
+  CoordinatorSlot coord{&raised};     // made on demand; raises `raised` when stopped
 
-  void set_stop() noexcept { stop = attention = true; }
+  // Out of line: the compiler then does not carry `attention`'s first value into the loop in a
+  // register, and the per-step test stays one compare of memory (clang).
+  [[gnu::noinline]] StopState() noexcept : uncaught(std::uncaught_exceptions()) {}
+  StopState(const StopState&) = delete;
+  StopState& operator=(const StopState&) = delete;
+
+  void set_stop() noexcept {
+    stop = attention = true;
+    raised.store(true, std::memory_order_relaxed);
+  }
+  // After a re-creation that succeeded: only the caller's stop survives. The new generation's
+  // threads may have stopped the coordinator already: lower the flag first, then look, with the
+  // coordinator's own two stores seq_cst too, so that their raise is never lost.
   void clear_stop() noexcept {
     stop = caller_stop;
     attention = stop || polls_coordinator;
+    raised.store(stop, std::memory_order_seq_cst);
+    if (coord.exists() && coord.stop_requested()) raised.store(true, std::memory_order_relaxed);
   }
   void poll_coordinator() noexcept { polls_coordinator = attention = true; }
 };
@@ -171,6 +201,10 @@ class BasicMonitoredSession {
                 "runhooks: the backend needs a `void run()` member that runs one step. The "
                 "backend type is named in this instantiation of MonitoredSession.");
   static_assert((... && detail::check_hook<detail::unwrap_hook_t<Hooks>, backend_type>::value));
+  // A hook takes the coordinator, so another thread may stop the session from the start.
+  static constexpr bool always_polls =
+      (... || TakesCoordinator<detail::unwrap_hook_t<Hooks>, backend_type>);
+
   static_assert((0 + ... + StepProfiler<detail::unwrap_hook_t<Hooks>>) <= 1,
                 "runhooks: a session takes at most one profiling hook (ProfilerHook).");
 
@@ -215,10 +249,17 @@ class BasicMonitoredSession {
   // while someone holds the coordinator (see StopState). A coordinator that stopped with an
   // AbortedError or UnavailableError makes a recoverable session re-create its backend here
   // and return false (TensorFlow does the same).
-  bool should_stop() {
-    if (!state_.attention) [[likely]]
-      return false;
-    if (!state_.stop && !(state_.polls_coordinator && state_.coord.stop_requested())) return false;
+  RUNHOOKS_DETAIL_HOT bool should_stop() {
+    if constexpr (always_polls) {
+      // A hook holds the coordinator from the start: the atomic flag alone, as in a
+      // hand-written loop that another thread can stop.
+      if (!state_.raised.load(std::memory_order_relaxed)) [[likely]]
+        return false;
+    } else {
+      if (!state_.attention) [[likely]]
+        return false;
+      if (!state_.raised.load(std::memory_order_relaxed)) return false;
+    }
     // Only a session that can recover, or must re-throw, has anything to do here; saying so at
     // compile time lets the compiler see that the loop ends (clang otherwise reloads state).
     if constexpr (!recoverable && !Singular)
@@ -230,12 +271,12 @@ class BasicMonitoredSession {
   // One step: every before_run, the backend's step with the merged feeds and fetches, every
   // after_run. Returns the caller's own fetched values when args has fetches.
   template <class... Items>
-  auto run(const SessionRunArgs<Items...>& args) {
-    if (state_.attention && state_.stop) [[unlikely]]
+  RUNHOOKS_DETAIL_HOT auto run(const SessionRunArgs<Items...>& args) {
+    if (stop_requested()) [[unlikely]]
       refuse_run();
-    return with_recovery([&] { return run_step(args); });
+    return with_recovery([&]() RUNHOOKS_DETAIL_LAMBDA_HOT { return run_step(args); });
   }
-  void run() { run(empty_args_); }
+  RUNHOOKS_DETAIL_HOT void run() { run(empty_args_); }
 
   // Runs step_fn(step_context) once, re-running all of it after a recovery. step_context offers
   // session() (the backend, no hooks), run_with_hooks(...) and request_stop().
@@ -268,10 +309,11 @@ class BasicMonitoredSession {
     return slot_.get();
   }
 
-  // From here on the session polls the coordinator's stop flag on every step, since another
-  // thread may now stop it. Call it on the thread that runs the session, then hand the reference
-  // to other threads; it stays valid for the session's life, across recoveries. Needs
-  // <runhooks/coordinator.hpp> (C is always Coordinator).
+  // The session's coordinator, made on first use. From here on the session also loads the
+  // coordinator's atomic stop flag on every step, since another thread may now stop it. Call it
+  // on the thread that runs the session, then hand the reference to other threads; it stays
+  // valid for the session's life, across recoveries. Needs <runhooks/coordinator.hpp> (C is
+  // always Coordinator).
   template <class C = Coordinator>
   C& coordinator() {
     C& coord = state_.coord.template get<C>();
@@ -333,6 +375,19 @@ class BasicMonitoredSession {
       log(Severity::warning, std::string("runhooks: unknown error while closing a session ") + where);
     }
   }
+
+  // Whether a stop was asked for. Where `attention` decides, `attention && stop` lets the
+  // compiler skip the second load after should_stop() found attention clear.
+  RUNHOOKS_DETAIL_HOT bool stop_requested() const noexcept {
+    if constexpr (always_polls)
+      return state_.stop;
+    else
+      return state_.attention && state_.stop;
+  }
+
+  // Out of line, so that the per-step test of `attention` stays one compare of memory: inlined,
+  // clang carries the flag's new value into the loop's head in a register.
+  [[gnu::noinline]] void stop_after_run() noexcept { state_.set_stop(); }
 
   // run() after a stop: raises the error a coordinator thread reported, if one waits, else
   // TensorFlow's "Run called even after should_stop requested".
@@ -448,7 +503,7 @@ class BasicMonitoredSession {
 
   // One hooked step, timed span by span when the session has a profiling hook that asks for it.
   template <class CallerArgs>
-  auto run_step(const CallerArgs& args) {
+  RUNHOOKS_DETAIL_HOT auto run_step(const CallerArgs& args) {
     if constexpr (profiler_index != detail::npos) {
       if (hook<profiler_index>().profile_this_step()) [[unlikely]]
         return run_hooked<true>(args);
@@ -491,7 +546,7 @@ class BasicMonitoredSession {
   }
 
   template <bool Profiled, class CallerArgs>
-  auto run_hooked(const CallerArgs& args) {
+  RUNHOOKS_DETAIL_HOT auto run_hooked(const CallerArgs& args) {
     using Ctx = SessionRunContext<backend_type, CallerArgs>;
     Ctx ctx(args, slot_.get());
     // Braced initialization runs the before_run calls left to right, in declaration order.
@@ -532,7 +587,7 @@ class BasicMonitoredSession {
     });
     call_after_run<Profiled>(ctx, values, std::make_index_sequence<sizeof...(Hooks)>{});
     if (ctx.stop_requested()) [[unlikely]]
-      state_.set_stop();
+      stop_after_run();
 
     if constexpr (has_fetch<CallerArgs>)
       return caller_values;
@@ -599,7 +654,7 @@ class BasicMonitoredSession {
   // Runs f; on a preemption error (from the backend, a hook, or reported to the coordinator)
   // re-creates the backend and runs f again, as the retry policy allows.
   template <class F>
-  decltype(auto) with_recovery(F&& f) {
+  RUNHOOKS_DETAIL_HOT decltype(auto) with_recovery(F&& f) {
     if constexpr (!recoverable) {
       return f();
     } else {
@@ -784,7 +839,7 @@ class StepContext {
   // step_fn is run again.
   template <class... Items>
   auto run_with_hooks(const SessionRunArgs<Items...>& args) {
-    if (session_->state_.attention && session_->state_.stop) [[unlikely]]
+    if (session_->stop_requested()) [[unlikely]]
       session_->refuse_run();
     return session_->run_step(args);
   }

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <functional>
 
+#include <runhooks/coordinator.hpp>
 #include <runhooks/monitored_session.hpp>
 
 #include "loops.hpp"
@@ -82,6 +83,22 @@ extern "C" {
   for (std::int64_t i = 0; i < steps && !session.should_stop(); ++i) session.run();
 }
 
+// The same with a hook that holds the coordinator from the start, so that another thread may
+// stop the session: it checks the coordinator's atomic flag, as hand_counted its external_stop.
+[[gnu::noinline]] void session_coordinator_hook(std::int64_t steps) {
+  MonitoredSession session{CountingBackend{}, CoordinatorHook{}};
+  for (std::int64_t i = 0; i < steps && !session.should_stop(); ++i) session.run();
+}
+
+// The same once another thread may stop it: the caller took the coordinator, so the session
+// polls its atomic flag on every step, as hand_counted polls external_stop.
+[[gnu::noinline]] void session_no_hooks_polled(std::int64_t steps) {
+  MonitoredSession session{CountingBackend{}};
+  runhooks::Coordinator& coord = session.coordinator();
+  publish(&coord);
+  for (std::int64_t i = 0; i < steps && !session.should_stop(); ++i) session.run();
+}
+
 #define RUNHOOKS_LIFECYCLE_4(i) LifecycleHook<i>{}, LifecycleHook<i + 1>{}, \
     LifecycleHook<i + 2>{}, LifecycleHook<i + 3>{}
 #define RUNHOOKS_LIFECYCLE_20(i) RUNHOOKS_LIFECYCLE_4(i), RUNHOOKS_LIFECYCLE_4(i + 4), \
@@ -118,14 +135,14 @@ extern "C" {
 // Hand-written, the same work as StopAtStepHook + StepCounterHook: the stop test, the trigger
 // test, the not-increased test, its own stop flag, and the external atomic flag.
 [[gnu::noinline]] void hand_stop_counter(std::int64_t last_step) {
-  HandTrainer trainer(last_step, every_n_steps);
+  HandTrainer<> trainer(last_step, every_n_steps);
   publish(&trainer);
   while (!external_stop.load(std::memory_order_relaxed) && !trainer.stop) trainer.step();
 }
 
 // The same without the external atomic flag.
 [[gnu::noinline]] void hand_stop_counter_noatomic(std::int64_t last_step) {
-  HandTrainer trainer(last_step, every_n_steps);
+  HandTrainer<> trainer(last_step, every_n_steps);
   publish(&trainer);
   while (!trainer.stop) trainer.step();
 }
@@ -145,7 +162,7 @@ extern "C" {
       stop_requested = true;
     if (global_step >= counter.next_check) [[unlikely]]
       counter.check(global_step);
-    if (global_step == counter.last_global_step) [[unlikely]]
+    if (global_step <= counter.last_global_step) [[unlikely]]
       counter.warn_not_increased(global_step);
     counter.last_global_step = global_step;
     if (stop_requested) [[unlikely]]
@@ -161,6 +178,27 @@ extern "C" {
 [[gnu::noinline]] void session_stop_counter_steps(std::int64_t last_step) {
   MonitoredSession session{CountingBackend{}, stop_at(last_step), counter_every_n_steps()};
   while (!session.should_stop()) session.run();
+}
+
+// The same with a GlobalStepWaiterHook that has nothing to wait for: after its first run it
+// should cost nothing, and it reads the coordinator without making the session poll it.
+[[gnu::noinline]] void session_stop_counter_waiter(std::int64_t last_step) {
+  MonitoredSession session{CountingBackend{}, stop_at(last_step), counter_every_n_steps(),
+                           GlobalStepWaiterHook<>(0)};
+  while (!session.should_stop()) session.run();
+}
+
+// StopAtStepHook + StepCounterHook on a global step in an atomic: the run context reads it once
+// for both hooks, as the hand-written loop does.
+[[gnu::noinline]] void session_stop_counter_atomic_step(std::int64_t last_step) {
+  MonitoredSession session{AtomicStepBackend{}, stop_at(last_step), counter_every_n_steps()};
+  while (!session.should_stop()) session.run();
+}
+
+[[gnu::noinline]] void hand_stop_counter_atomic_step(std::int64_t last_step) {
+  HandTrainer<AtomicStepBackend> trainer(last_step, every_n_steps);
+  publish(&trainer);
+  while (!trainer.stop) trainer.step();
 }
 
 [[gnu::noinline]] void session_stop_counter_secs(std::int64_t last_step) {
@@ -198,6 +236,8 @@ constexpr Loop loops[] = {
     {"hand_counted_noatomic", hand_counted_noatomic},
     {"hand_counted_registers", hand_counted_registers},
     {"session_no_hooks", session_no_hooks},
+    {"session_no_hooks_polled", session_no_hooks_polled},
+    {"session_coordinator_hook", session_coordinator_hook},
     {"session_lifecycle_4", session_lifecycle_4},
     {"session_lifecycle_60", session_lifecycle_60},
     {"hand_bare", hand_bare},
@@ -208,6 +248,9 @@ constexpr Loop loops[] = {
     {"session_stop_at_step", session_stop_at_step},
     {"session_stop_counter_steps", session_stop_counter_steps},
     {"session_stop_counter_secs", session_stop_counter_secs},
+    {"session_stop_counter_waiter", session_stop_counter_waiter},
+    {"session_stop_counter_atomic_step", session_stop_counter_atomic_step},
+    {"hand_stop_counter_atomic_step", hand_stop_counter_atomic_step},
     {"session_4_per_step", session_4_per_step},
     {"session_64_hooks", session_64_hooks},
 };

@@ -31,6 +31,20 @@ struct CountingBackend {
   std::int64_t global_step() const noexcept { return step; }
 };
 
+// The same with its global step in an atomic, as a backend sharing it with other threads has
+// (SharedGlobalStep): every global_step() is a load the compiler may not merge with another.
+struct AtomicStepBackend {
+  std::atomic<std::int64_t> step{0};
+  AtomicStepBackend() = default;
+  AtomicStepBackend(AtomicStepBackend&& other) noexcept : step(other.step.load()) {}
+  void run() noexcept {
+    const std::int64_t next = step.load(std::memory_order_relaxed) + 1;
+    step.store(next, std::memory_order_release);
+    step_sink = next;
+  }
+  std::int64_t global_step() const noexcept { return step.load(std::memory_order_acquire); }
+};
+
 // The output of every StepCounterHook here: it records nothing, so that the rare path costs the
 // same in the session and in the hand-written loop.
 struct NullOutput {
@@ -62,6 +76,16 @@ struct LifecycleHook {
   }
 };
 
+// A hook that takes the coordinator (to hand it to a thread that may stop the session): the
+// session then checks the coordinator's atomic flag on every step.
+struct CoordinatorHook {
+  runhooks::Coordinator* coord = nullptr;
+  template <class Backend>
+  void after_create_session(Backend&, runhooks::Coordinator& c) noexcept {
+    coord = &c;
+  }
+};
+
 // --- Hand-written equivalents ---------------------------------------------------------------
 
 // Makes the compiler treat *object as known to code it cannot see, as an object is once its
@@ -89,7 +113,7 @@ struct HandStepCounter {
         output.record("global_step/sec", static_cast<double>(*elapsed.steps) / *elapsed.secs,
                       global_step);
     }
-    next_check = *timer.last_triggered_step() + every_n_steps;
+    next_check = runhooks::detail::saturating_add(*timer.last_triggered_step(), every_n_steps);
   }
   [[gnu::noinline]] void warn_not_increased(std::int64_t global_step) {
     lifecycle_sink = static_cast<int>(global_step);
@@ -97,8 +121,10 @@ struct HandStepCounter {
 };
 
 // One step and the three tests StopAtStepHook and StepCounterHook make, rare paths out of line;
-// like the hooks, the stop request takes effect after all tests ran.
-inline void hand_step(CountingBackend& backend, HandStepCounter& counter, std::int64_t last_step,
+// like the hooks, the stop request takes effect after all tests ran. The global step is read
+// once.
+template <class Backend>
+inline void hand_step(Backend& backend, HandStepCounter& counter, std::int64_t last_step,
                       bool& stop) {
     backend.run();
     const std::int64_t global_step = backend.global_step();
@@ -107,7 +133,7 @@ inline void hand_step(CountingBackend& backend, HandStepCounter& counter, std::i
       stop_requested = true;
     if (global_step >= counter.next_check) [[unlikely]]
       counter.check(global_step);
-    if (global_step == counter.last_global_step) [[unlikely]]
+    if (global_step <= counter.last_global_step) [[unlikely]]
       counter.warn_not_increased(global_step);
     counter.last_global_step = global_step;
     if (stop_requested) [[unlikely]]
@@ -116,8 +142,9 @@ inline void hand_step(CountingBackend& backend, HandStepCounter& counter, std::i
 
 // A hand-written trainer, as a user writes one without runhooks: the backend, the step to stop
 // at, the loop's own stop flag (which its body may set) and the rate counter, in one object.
+template <class Backend = CountingBackend>
 struct HandTrainer {
-  CountingBackend backend;
+  Backend backend;
   std::int64_t last_step;
   bool stop = false;
   HandStepCounter counter;

@@ -27,7 +27,9 @@ struct CoordinatorOps {
 // by the first session.coordinator(). Until then the slot is three null pointers.
 class CoordinatorSlot {
  public:
-  CoordinatorSlot() = default;
+  // `stopped` is the session's flag that the coordinator raises when it is stopped, so that a
+  // session polling it loads its own member.
+  explicit CoordinatorSlot(std::atomic<bool>* stopped) noexcept : stopped_(stopped) {}
   CoordinatorSlot(const CoordinatorSlot&) = delete;
   CoordinatorSlot& operator=(const CoordinatorSlot&) = delete;
   ~CoordinatorSlot() {
@@ -42,6 +44,7 @@ class CoordinatorSlot {
                   "#include <runhooks/coordinator.hpp>.");
     if (coord_ == nullptr) {
       C* made = new C();
+      made->raise_on_stop(stopped_);
       coord_ = made;
       ops_ = &ops_for<C>;
       flag_ = &made->stop_flag();
@@ -51,7 +54,7 @@ class CoordinatorSlot {
 
   bool exists() const noexcept { return coord_ != nullptr; }
   // One relaxed load; only for a slot that exists.
-  bool stop_requested() const noexcept { return flag_->load(std::memory_order_relaxed); }
+  bool stop_requested() const noexcept { return flag_->load(std::memory_order_seq_cst); }
   std::exception_ptr stop_and_join(double grace_secs) noexcept {
     return coord_ != nullptr ? ops_->stop_and_join(*coord_, grace_secs) : nullptr;
   }
@@ -78,6 +81,7 @@ class CoordinatorSlot {
       [](const Coordinator& c) noexcept { return static_cast<const C&>(c).requested_exception(); },
   };
 
+  std::atomic<bool>* stopped_;
   Coordinator* coord_ = nullptr;
   const CoordinatorOps* ops_ = nullptr;
   const std::atomic<bool>* flag_ = nullptr;

@@ -71,9 +71,8 @@ void sleep_on(C& clock, double secs, const std::stop_token& stop) {
 // steps. Beyond TensorFlow: a WaitableGlobalStep backend wakes the waiter as soon as the step
 // is reached; the wait ends when the coordinator is stopped (or a hook earlier in the list asked
 // to stop in this run), by throwing StopIteration, which ends a run_loop cleanly; and an
-// optional timeout ends it with DeadlineExceededError. It reads the coordinator (its stop token)
-// without holding it, so the session does not poll the coordinator for it: after the first run
-// the per-step cost is one test of a flag.
+// optional timeout ends it with DeadlineExceededError. After the first run the per-step cost is
+// one test of a flag.
 template <Clock C = SteadyClock>
 class GlobalStepWaiterHook {
  public:
@@ -96,22 +95,23 @@ class GlobalStepWaiterHook {
     if (started_) [[likely]]
       return;
     // Without global_step() after_create_session has reported the mistake; say it once.
+    // The backend and this run's stop request, not the context: a context that escapes into an
+    // out-of-line call would have to be kept in memory on every step.
     if constexpr (HasGlobalStep<std::remove_cvref_t<decltype(run_context.session())>>)
-      wait(run_context);
+      wait(run_context.session(), run_context.stop_requested());
   }
 
   bool started() const noexcept { return started_; }
 
  private:
-  template <class Ctx>
-  [[gnu::noinline]] void wait(Ctx& run_context) {
+  template <class Backend>
+  [[gnu::noinline]] void wait(Backend& backend, bool stop_requested_in_this_run) {
     if (wait_until_step_ <= 0) {
       started_ = true;
       return;
     }
     log(Severity::info, "Waiting for global step " + std::to_string(wait_until_step_) +
                             " before starting training.");
-    auto& backend = run_context.session();
     const double start = clock_.now();
     std::int64_t last_logged_step = 0;
     for (;;) {
@@ -120,7 +120,7 @@ class GlobalStepWaiterHook {
         started_ = true;
         return;
       }
-      if (stop_.stop_requested() || run_context.stop_requested())
+      if (stop_.stop_requested() || stop_requested_in_this_run)
         throw StopIteration("GlobalStepWaiterHook: stop requested while waiting for global step " +
                             std::to_string(wait_until_step_) + ".");
       const double waited = clock_.now() - start;
@@ -138,7 +138,7 @@ class GlobalStepWaiterHook {
       double slice = options_.poll_interval_secs;
       if (options_.timeout_secs && *options_.timeout_secs - waited < slice)
         slice = *options_.timeout_secs - waited;
-      if constexpr (WaitableGlobalStep<std::remove_cvref_t<decltype(backend)>>) {
+      if constexpr (WaitableGlobalStep<Backend>) {
         backend.wait_for_global_step(
             wait_until_step_, stop_,
             std::chrono::steady_clock::now() +

@@ -98,10 +98,10 @@ class StepCounterHook {
     // Without global_step() after_create_session has reported the mistake; say it once.
     if constexpr (HasGlobalStep<std::remove_cvref_t<decltype(run_context.session())>>) {
       const std::int64_t global_step = detail::global_step_of(run_context);
-      if (global_step <= last_global_step_) [[unlikely]]
-        not_increased(global_step);
       if (global_step >= next_check_) [[unlikely]]
         check(global_step);
+      if (global_step <= last_global_step_) [[unlikely]]
+        not_increased(global_step);
       last_global_step_ = global_step;
     }
   }
@@ -174,9 +174,9 @@ class StepCounterHook {
                                std::to_string(global_step) +
                                " (a recovery restored an older state?); measuring from there.");
     timer_.reset();
-    next_check_ = none;
     last_read_step_ = none;
     last_stride_ = 1;
+    check(global_step);  // the first trigger from here: records nothing
   }
 
   void warn_not_increased(std::int64_t global_step) {
@@ -200,5 +200,18 @@ class StepCounterHook {
   std::int64_t clock_reads_ = 0;
   int warnings_ = 0;
 };
+
+// StepCounterHook(options, clock[, output]) and StepCounterHook(options, output[, clock]).
+// Spelled out: clang 14 does not apply a constructor's requires-clause to the guide it implies.
+template <Clock C>
+StepCounterHook(StepCounterOptions, C) -> StepCounterHook<C, LogOutput>;
+template <Clock C, class Output>
+StepCounterHook(StepCounterOptions, C, Output) -> StepCounterHook<C, Output>;
+template <class Output>
+  requires(!Clock<Output>)
+StepCounterHook(StepCounterOptions, Output) -> StepCounterHook<SteadyClock, Output>;
+template <class Output, Clock C>
+  requires(!Clock<Output>)
+StepCounterHook(StepCounterOptions, Output, C) -> StepCounterHook<C, Output>;
 
 }  // namespace runhooks
