@@ -1,9 +1,11 @@
 // TorchBackend and TensorBatches: fetches convert tensors only on the steps a hook switched them
 // on (counted .item() calls), checkpoints restore a backend that continues bit for bit as the
 // uninterrupted one, and the batch of a step depends on the seed and the step alone.
+// First, alone: this TU is tensor_batches.hpp's self-containment check (tests/torch/meson.build).
+#include <runhooks/torch/tensor_batches.hpp>
+
 #include <runhooks/checkpoint/checkpointable.hpp>
 #include <runhooks/core.hpp>
-#include <runhooks/torch/tensor_batches.hpp>
 #include <runhooks/torch/torch_backend.hpp>
 
 #include <torch/nn/modules/activation.h>
