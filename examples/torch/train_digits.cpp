@@ -27,21 +27,12 @@
 // --model-dir: a run that was killed resumes where its last checkpoint left it and, since a
 // step's batch depends on the step alone, ends with the very weights of an uninterrupted run.
 // Ends with the lines `weights checksum: S` and `test accuracy: X on the held-out split (N images)`.
-// g++ 12 at -O2 reports a false -Wmaybe-uninitialized inside ProgressBarHook::plain_line (a
-// std::optional<double> passed by value), an error under werror: silenced for that header only.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <runhooks/hooks/progress_bar_hook.hpp>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 #include <runhooks/checkpoint/checkpoint_saver_hook.hpp>
 #include <runhooks/checkpoint/chief_session_creator.hpp>
 #include <runhooks/core.hpp>
 #include <runhooks/hooks/logging_tensor_hook.hpp>
 #include <runhooks/hooks/nan_tensor_hook.hpp>
+#include <runhooks/hooks/progress_bar_hook.hpp>
 #include <runhooks/hooks/signal_stop_hook.hpp>
 #include <runhooks/hooks/summary_saver_hook.hpp>
 #include <runhooks/keys.hpp>
