@@ -108,7 +108,6 @@ struct StopState {
   double grace_secs = 120.0;          // TensorFlow's stop_grace_period_secs
   std::exception_ptr pending_error;   // a coordinator thread's error that run() has not raised
   std::exception_ptr raised_error;    // the one run() raised, so close() does not raise it twice
-  std::exception_ptr last_error;      // the preemption being recovered from, for the log line
   std::atomic<bool> raised{false};    // stop, or the coordinator was stopped
   CoordinatorSlot coord{&raised};     // made on demand; raises `raised` when stopped
 
@@ -220,17 +219,19 @@ class BasicMonitoredSession {
       state_.coord.get();
     if constexpr ((... || TakesCoordinator<detail::unwrap_hook_t<Hooks>, backend_type>))
       state_.poll_coordinator();
-    if constexpr (recoverable) {
-      int failures = 1;
-      try {
-        create_session();
-      } catch (...) {
-        const std::exception_ptr error = std::current_exception();
-        end_generation();
-        if (!detail::is_preemption(error) || !recover(failures)) throw_for(error);
-      }
-    } else {
+    try {
       create_session();
+    } catch (...) {
+      const std::exception_ptr error = std::current_exception();
+      end_generation();
+      if constexpr (recoverable) {
+        if (detail::is_preemption(error)) {
+          int failures = 1;
+          if (const std::exception_ptr end = recover(failures, error)) throw_for(end);
+          return;
+        }
+      }
+      throw_for(error);
     }
   }
 
@@ -273,7 +274,7 @@ class BasicMonitoredSession {
   template <class... Items>
   RUNHOOKS_DETAIL_HOT auto run(const SessionRunArgs<Items...>& args) {
     if (stop_requested()) [[unlikely]]
-      refuse_run();
+      refuse_unless_hooks_stopped();
     return with_recovery([&]() RUNHOOKS_DETAIL_LAMBDA_HOT { return run_step(args); });
   }
   RUNHOOKS_DETAIL_HOT void run() { run(empty_args_); }
@@ -389,6 +390,15 @@ class BasicMonitoredSession {
   // clang carries the flag's new value into the loop's head in a register.
   [[gnu::noinline]] void stop_after_run() noexcept { state_.set_stop(); }
 
+  // The refusals before the hooked run: a closed session, a thread's error waiting, the caller's
+  // stop, no backend. A stop that only the hooks asked for is refused inside the hooked run
+  // (run_step), as TensorFlow's _HookedSession does, where a preemption that a coordinator
+  // thread reported takes the refusal's place and the session recovers.
+  [[gnu::noinline]] void refuse_unless_hooks_stopped() {
+    if (state_.closed || state_.pending_error || state_.caller_stop || !slot_.alive())
+      refuse_run();
+  }
+
   // run() after a stop: raises the error a coordinator thread reported, if one waits, else
   // TensorFlow's "Run called even after should_stop requested".
   [[noreturn, gnu::noinline]] void refuse_run() {
@@ -501,14 +511,36 @@ class BasicMonitoredSession {
       detail::index_of<std::true_type,
                        std::bool_constant<StepProfiler<detail::unwrap_hook_t<Hooks>>>...>;
 
-  // One hooked step, timed span by span when the session has a profiling hook that asks for it.
+  // One hooked step: TensorFlow's _CoordinatedSession.run around _HookedSession.run. Refused
+  // after a stop; timed span by span when a profiling hook asks for it; and an error that is not
+  // a preemption gives way to a preemption a coordinator thread reported, so that the session
+  // recovers from what really happened (TensorFlow G71), a SingularMonitoredSession included.
   template <class CallerArgs>
   RUNHOOKS_DETAIL_HOT auto run_step(const CallerArgs& args) {
-    if constexpr (profiler_index != detail::npos) {
-      if (hook<profiler_index>().profile_this_step()) [[unlikely]]
-        return run_hooked<true>(args);
+    try {
+      if (stop_requested()) [[unlikely]]
+        refuse_run();
+      if constexpr (profiler_index != detail::npos) {
+        if (hook<profiler_index>().profile_this_step()) [[unlikely]]
+          return run_hooked<true>(args);
+      }
+      return run_hooked<false>(args);
+    } catch (...) {
+      raise_thread_preemption();
+      throw;
     }
-    return run_hooked<false>(args);
+  }
+
+  // In a handler: throws the preemption a coordinator thread reported, if there is one and the
+  // error being handled is not a preemption itself.
+  [[gnu::noinline]] void raise_thread_preemption() {
+    // Without a backend (closed, or a recovery that gave up) the coordinator's error belongs to
+    // a generation that has ended.
+    if (state_.closed || !slot_.alive() || !state_.coord.exists()) return;
+    const std::exception_ptr thread_error = state_.coord.error();
+    if (detail::is_preemption(thread_error) &&
+        !detail::is_preemption(std::current_exception()))
+      std::rethrow_exception(thread_error);
   }
 
   static double steady_secs() noexcept {
@@ -663,17 +695,11 @@ class BasicMonitoredSession {
           return f();
         } catch (...) {
           const std::exception_ptr error = std::current_exception();
-          if (!preempted(error)) throw;
-          if (!recover(failures)) throw_for(error);
+          if (state_.closed || !detail::is_preemption(error)) throw;
+          if (const std::exception_ptr end = recover(failures, error)) throw_for(end);
         }
       }
     }
-  }
-
-  bool preempted(const std::exception_ptr& error) const {
-    // TensorFlow's _CoordinatedSession.run: a preemption a thread reported wins over the
-    // error the step itself raised.
-    return detail::is_preemption(error) || detail::is_preemption(state_.coord.error());
   }
 
   // The backend (made by the creator, if there is one), a fresh coordinator, and every hook's
@@ -690,47 +716,41 @@ class BasicMonitoredSession {
   // that is not a preemption is kept, to be raised by run() or close().
   void end_generation() noexcept {
     const std::exception_ptr error = state_.coord.stop_and_join(state_.grace_secs);
-    if (error && !detail::is_preemption(error)) keep_error(error);
+    if (error && !detail::is_preemption(error) && error != state_.raised_error) keep_error(error);
     if constexpr (recoverable) slot_.destroy();
   }
 
-  // TensorFlow's _RecoverableSession, after the failures-th consecutive preemption error: end
-  // the lost generation, and make the session again (begin() is not called again), as long as the
-  // retry policy allows; a preemption error while doing so is one more failure. The hooks' stop
-  // requests are cleared once that succeeded. Returns false when the policy gives up or a
-  // thread's error waits to be raised: the session then has no backend and should stop.
-  bool recover(int& failures) {
+  // TensorFlow's _RecoverableSession, after the failures-th consecutive preemption error
+  // (`failure`, the latest): end the lost generation, and make the session again (begin() is not
+  // called again) as long as the retry policy allows; a preemption error while doing so is one
+  // more failure. The hooks' stop requests are cleared once that succeeded. Returns null then;
+  // otherwise the session is left without a backend, stopped, and this returns the error that
+  // ends the recovery: the failure the policy gave up on, or a fatal error while re-creating.
+  // A coordinator thread's error found on the way waits in pending_error, and wins where raised.
+  std::exception_ptr recover(int& failures, std::exception_ptr failure) {
     end_generation();
     // Until a new backend is ready the session should stop and run() must not reach the
     // backend (TensorFlow: should_stop() is true while _sess is None).
     state_.set_stop();
-    if (state_.pending_error) return false;
     for (;; ++failures) {
+      if (state_.pending_error) return failure;
       const std::optional<double> delay = slot_.creator.policy().next_delay(failures);
-      if (!delay) return false;
+      if (!delay) return failure;
       const double secs = detail::checked_secs("the retry policy's next_delay()", *delay);
       log(Severity::info, "runhooks: backend lost; re-creating it (attempt " +
                               std::to_string(failures) + ", after " + detail::format_number(secs) +
-                              " s): " + detail::describe(last_error_or_current()));
+                              " s): " + detail::describe(failure));
       detail::sleep_secs(secs);
       try {
         create_session();
         state_.clear_stop();
-        return true;
+        return nullptr;
       } catch (...) {
-        const std::exception_ptr error = std::current_exception();
+        failure = std::current_exception();
         end_generation();
-        if (!detail::is_preemption(error)) std::rethrow_exception(error);
-        if (state_.pending_error) return false;
-        state_.last_error = error;
+        if (!detail::is_preemption(failure)) return failure;
       }
     }
-  }
-
-  std::exception_ptr last_error_or_current() const {
-    if (state_.last_error) return state_.last_error;
-    if (const std::exception_ptr current = std::current_exception()) return current;
-    return state_.coord.error();
   }
 
   [[gnu::noinline]] bool should_stop_slow() {
@@ -740,16 +760,17 @@ class BasicMonitoredSession {
     const std::exception_ptr error = state_.coord.error();
     if constexpr (recoverable) {
       if (slot_.alive() && detail::is_preemption(error)) {
-        // TensorFlow's should_stop() never raises in a MonitoredSession: an error while
-        // re-creating means "stop", and is logged rather than lost.
+        // TensorFlow's should_stop() never raises in a MonitoredSession: an error that ends
+        // the recovery means "stop", and is logged rather than lost; a thread's error waits for
+        // run() or close().
         try {
           int failures = 1;
-          state_.last_error = error;
-          recover(failures);
-          state_.last_error = nullptr;
+          const std::exception_ptr end = recover(failures, error);
+          if (end && !detail::is_preemption(end))  // a fatal error while re-creating
+            log(Severity::warning,
+                "runhooks: re-creating the backend failed: " + detail::describe(end));
           return state_.stop;  // the policy gave up, an error waits, or the caller asked to stop
         } catch (const std::exception& e) {
-          state_.last_error = nullptr;
           log(Severity::warning, std::string("runhooks: re-creating the backend failed: ") +
                                      e.what());
           return true;
@@ -840,7 +861,7 @@ class StepContext {
   template <class... Items>
   auto run_with_hooks(const SessionRunArgs<Items...>& args) {
     if (session_->stop_requested()) [[unlikely]]
-      session_->refuse_run();
+      session_->refuse_unless_hooks_stopped();
     return session_->run_step(args);
   }
   void run_with_hooks() { run_with_hooks(SessionRunArgs<>{}); }

@@ -437,7 +437,16 @@ class Model {
       } catch (const Error& e) {
         if (!e.preemption()) throw;
         Error cause = e;
-        if (!recover(failures, cause, first_log(e))) {
+        bool recovered = false;
+        try {
+          recovered = recover(failures, cause, first_log(e));
+        } catch (const Error&) {
+          // A fatal error while re-creating: a waiting thread error still wins (header
+          // throw_for(): what a thread reported wins).
+          if (pending_) raise_pending();
+          throw;
+        }
+        if (!recovered) {
           if (pending_) raise_pending();
           throw dev_.give_up_raises_step_error ? e.as_raised() : cause;
         }
@@ -457,11 +466,11 @@ class Model {
       try {
         create_attempt();
       } catch (const Error&) {
-        // The exception leaves the constructor: the session's members go, its coordinator's
-        // thread is joined before the backend is destroyed (header: state_ is last).
-        join_thread();
-        if (backend_ != 0) trace("backend#" + std::to_string(backend_) + ".destroy");
-        backend_ = 0;
+        // The exception leaves the constructor after the generation ended: its coordinator's
+        // thread is joined before the backend is destroyed, and a non-preemption error the
+        // thread reported wins (header throw_for(); never dropped), in both kinds of session.
+        end_generation();
+        if (pending_) throw *pending_;
         throw;
       }
       return;
