@@ -222,16 +222,7 @@ class BasicMonitoredSession {
     try {
       create_session();
     } catch (...) {
-      const std::exception_ptr error = std::current_exception();
-      end_generation();
-      if constexpr (recoverable) {
-        if (detail::is_preemption(error)) {
-          int failures = 1;
-          if (const std::exception_ptr end = recover(failures, error)) throw_for(end);
-          return;
-        }
-      }
-      throw_for(error);
+      creation_failed(std::current_exception());
     }
   }
 
@@ -274,8 +265,8 @@ class BasicMonitoredSession {
   template <class... Items>
   RUNHOOKS_DETAIL_HOT auto run(const SessionRunArgs<Items...>& args) {
     if (stop_requested()) [[unlikely]]
-      refuse_unless_hooks_stopped();
-    return with_recovery([&]() RUNHOOKS_DETAIL_LAMBDA_HOT { return run_step(args); });
+      return run_after_stop(args);
+    return with_recovery([&]() RUNHOOKS_DETAIL_LAMBDA_HOT { return run_step<false>(args); });
   }
   RUNHOOKS_DETAIL_HOT void run() { run(empty_args_); }
 
@@ -399,6 +390,28 @@ class BasicMonitoredSession {
       refuse_run();
   }
 
+  // The first creation failed: a preemption is recovered from as the policy allows, anything
+  // else is raised. Out of line, so that the constructor stays small enough to be inlined and
+  // the compiler sees the session's flags in the loop that follows.
+  [[gnu::noinline, gnu::cold]] void creation_failed(const std::exception_ptr& error) {
+    end_generation();
+    if constexpr (recoverable) {
+      if (detail::is_preemption(error)) {
+        int failures = 1;
+        if (const std::exception_ptr end = recover(failures, error)) throw_for(end);
+        return;
+      }
+    }
+    throw_for(error);
+  }
+
+  // run() once a stop was asked for: out of line, so that the per-step path tests the stop once.
+  template <class CallerArgs>
+  [[gnu::noinline]] auto run_after_stop(const CallerArgs& args) {
+    refuse_unless_hooks_stopped();
+    return with_recovery([&] { return run_step<true>(args); });
+  }
+
   // run() after a stop: raises the error a coordinator thread reported, if one waits, else
   // TensorFlow's "Run called even after should_stop requested".
   [[noreturn, gnu::noinline]] void refuse_run() {
@@ -515,11 +528,13 @@ class BasicMonitoredSession {
   // after a stop; timed span by span when a profiling hook asks for it; and an error that is not
   // a preemption gives way to a preemption a coordinator thread reported, so that the session
   // recovers from what really happened (TensorFlow G71), a SingularMonitoredSession included.
-  template <class CallerArgs>
+  // CheckStop: the caller found a stop asked for (only by the hooks, or it would have refused).
+  template <bool CheckStop, class CallerArgs>
   RUNHOOKS_DETAIL_HOT auto run_step(const CallerArgs& args) {
     try {
-      if (stop_requested()) [[unlikely]]
-        refuse_run();
+      if constexpr (CheckStop) {
+        if (stop_requested()) refuse_run();
+      }
       if constexpr (profiler_index != detail::npos) {
         if (hook<profiler_index>().profile_this_step()) [[unlikely]]
           return run_hooked<true>(args);
@@ -860,9 +875,11 @@ class StepContext {
   // step_fn is run again.
   template <class... Items>
   auto run_with_hooks(const SessionRunArgs<Items...>& args) {
-    if (session_->stop_requested()) [[unlikely]]
+    if (session_->stop_requested()) [[unlikely]] {
       session_->refuse_unless_hooks_stopped();
-    return session_->run_step(args);
+      return session_->template run_step<true>(args);
+    }
+    return session_->template run_step<false>(args);
   }
   void run_with_hooks() { run_with_hooks(SessionRunArgs<>{}); }
 

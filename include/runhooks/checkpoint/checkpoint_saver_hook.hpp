@@ -234,7 +234,8 @@ class CheckpointSaverHook {
       : manager_((other.join_in_flight(), std::move(other.manager_))),
         timer_(std::move(other.timer_)),
         listeners_(std::move(other.listeners_)),
-        next_check_(other.next_check_.load(std::memory_order_relaxed)),
+        next_check_(other.next_check_),
+        async_next_check_(other.async_next_check_.load(std::memory_order_relaxed)),
         save_steps_(other.save_steps_),
         async_(other.async_),
         skip_when_busy_(other.skip_when_busy_),
@@ -280,7 +281,14 @@ class CheckpointSaverHook {
     using Backend = std::remove_cvref_t<decltype(run_context.session())>;
     if constexpr (HasGlobalStep<Backend> && Checkpointable<Backend>) {
       const std::int64_t step = detail::global_step_of(run_context);
-      if (step >= next_check_.load(std::memory_order_relaxed)) [[unlikely]] {
+      // Only a backend that can be saved in the background needs the atomic (its saver thread
+      // sets it when done); compilers fold a plain load into the compare, not an atomic one.
+      std::int64_t next_check;
+      if constexpr (Snapshottable<Backend>)
+        next_check = async_next_check_.load(std::memory_order_relaxed);
+      else
+        next_check = next_check_;
+      if (step >= next_check) [[unlikely]] {
         if (on_trigger(run_context.session(), step)) run_context.request_stop();
       }
     }
@@ -372,8 +380,10 @@ class CheckpointSaverHook {
   }
 
   // The rare path of after_run: collect a finished background save, then TensorFlow's trigger.
+  // Cold: with save_steps it runs once per save, and so marked GCC keeps the per-step path to the
+  // load and the compare (without it, GCC 12 adds a register clear there).
   template <class Backend>
-  [[gnu::noinline]] bool on_trigger(Backend& session, std::int64_t step) {
+  [[gnu::noinline, gnu::cold]] bool on_trigger(Backend& session, std::int64_t step) {
     bool stop = finish_in_flight(session, /*wait=*/false);
     if (timer_.should_trigger_for_step(step)) {
       if (in_flight_ && skip_when_busy_) {
@@ -397,9 +407,10 @@ class CheckpointSaverHook {
     std::int64_t next = always;
     if (save_steps_ > 0 && timer_.last_triggered_step())
       next = detail::saturating_add(*timer_.last_triggered_step(), save_steps_);
+    next_check_ = next;
     std::lock_guard lock(mutex_);
     if (in_flight_ && in_flight_->done) next = always;
-    next_check_.store(next, std::memory_order_relaxed);
+    async_next_check_.store(next, std::memory_order_relaxed);
   }
 
   template <class Backend>
@@ -451,7 +462,7 @@ class CheckpointSaverHook {
             std::lock_guard lock(mutex_);
             record->error = error;
             record->done = true;
-            next_check_.store(always, std::memory_order_relaxed);  // the next after_run collects it
+            async_next_check_.store(always, std::memory_order_relaxed);  // the next after_run collects it
           });
     } catch (...) {
       detail::SavesInFlight::instance().remove(directory_key_);
@@ -482,9 +493,11 @@ class CheckpointSaverHook {
   CheckpointManager manager_;
   SecondOrStepTimer<C> timer_;
   [[no_unique_address]] std::tuple<Listeners...> listeners_;
-  // The per-step check: after_run looks further only at or past this global step. Atomic because
-  // a background save that finished sets it to `always`.
-  std::atomic<std::int64_t> next_check_{always};
+  // The per-step check: after_run looks further only at or past this global step. The atomic
+  // copy is the one read for a Snapshottable backend: a background save that finished sets it
+  // to `always`, so that the next after_run collects it.
+  std::int64_t next_check_ = always;
+  std::atomic<std::int64_t> async_next_check_{always};
   std::int64_t save_steps_;  // 0 with save_secs
   bool async_;
   bool skip_when_busy_;

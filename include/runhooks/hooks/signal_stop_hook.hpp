@@ -126,8 +126,11 @@ class SignalStopHook {
 
   template <class Ctx, class Values>
   void after_run(Ctx& run_context, const Values&) {
-    if (detail::signal_stop_requested.load(std::memory_order_relaxed)) [[unlikely]]
-      stop(run_context);
+    if (detail::signal_stop_requested.load(std::memory_order_relaxed)) [[unlikely]] {
+      run_context.request_stop();
+      if (!reported_) report();  // out of line, and without the run context, which would then
+                                 // have to live in memory on every step
+    }
   }
 
   template <class Backend>
@@ -150,10 +153,7 @@ class SignalStopHook {
   }
 
  private:
-  template <class Ctx>
-  [[gnu::noinline]] void stop(Ctx& run_context) {
-    run_context.request_stop();
-    if (reported_) return;
+  [[gnu::noinline]] void report() {
     reported_ = true;
     const std::string name = detail::signal_name(received_signal());
     log(Severity::warning, "runhooks: " + name +
