@@ -17,8 +17,24 @@
 #include <cstring>
 #include <functional>
 
+#include <runhooks/checkpoint/checkpoint_saver_hook.hpp>
 #include <runhooks/coordinator.hpp>
+#include <runhooks/hooks/early_stopping_hook.hpp>
+#include <runhooks/hooks/final_ops_hook.hpp>
+#include <runhooks/hooks/lambda_hook.hpp>
+#include <runhooks/hooks/logging_tensor_hook.hpp>
+#include <runhooks/hooks/profiler_hook.hpp>
+#include <runhooks/hooks/progress_bar_hook.hpp>
+#include <runhooks/hooks/signal_stop_hook.hpp>
+#include <runhooks/hooks/summary_saver_hook.hpp>
+#include <runhooks/log.hpp>
 #include <runhooks/monitored_session.hpp>
+#include <runhooks/outputs/summary_output.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <unistd.h>
 
 #include "loops.hpp"
 
@@ -45,6 +61,34 @@ Counter counter_every_n_steps() {
 Counter counter_every_n_secs() { return Counter(StepCounterOptions{.every_n_secs = every_n_secs}); }
 StopAtStepHook stop_at(std::int64_t last_step) {
   return StopAtStepHook(StopAtStepOptions{.last_step = last_step});
+}
+
+// A step or period no loop reaches: the hooks stay silent after their first run.
+constexpr std::int64_t never = std::int64_t{1} << 50;
+
+struct Loss : runhooks::Key<float> {
+  static constexpr std::string_view name = "loss";
+};
+
+// CountingBackend with what the issue 11 and 12 hooks need: a loss to fetch and a checkpoint
+// (one small file). None of these members runs on a silent step.
+struct HookBackend : CountingBackend {
+  float fetch(Loss) const noexcept { return static_cast<float>(step); }
+  void save(const std::filesystem::path& prefix) const {
+    std::ofstream(prefix.string() + ".step") << step;
+  }
+  void restore(const std::filesystem::path& prefix) {
+    std::ifstream(prefix.string() + ".step") >> step;
+  }
+};
+
+// This process's scratch directory (two processes count at once), one subdirectory per loop.
+std::filesystem::path scratch_root;
+std::string scratch(const char* loop) { return (scratch_root / loop).string(); }
+
+std::FILE* null_stream() {
+  static std::FILE* const stream = std::fopen("/dev/null", "w");
+  return stream;
 }
 }  // namespace
 
@@ -224,6 +268,100 @@ extern "C" {
 #undef RUNHOOKS_LIFECYCLE_20
 #undef RUNHOOKS_LIFECYCLE_4
 
+// --- Issue 11 and 12 hooks between their triggers ----------------------------------------------
+// Each loop is StopAtStepHook plus one more hook on HookBackend (CountingBackend's step, plus the
+// members the hooks need, none called on a silent step). What a hook adds to a step is compared
+// with what a second StopAtStepHook adds (session_stop_stop), or, for every-N-seconds hooks, with
+// what StepCounterHook(every_n_secs) adds (session_stop_counter_secs_hb). Hooks that write files
+// write them under a directory of their own, made by main(); their writes at creation, at the
+// first step and in end() cancel out of the per-step count.
+
+[[gnu::noinline]] void session_stop_stop(std::int64_t last_step) {
+  MonitoredSession session{HookBackend{}, stop_at(last_step), stop_at(never)};
+  while (!session.should_stop()) session.run();
+}
+
+[[gnu::noinline]] void session_stop_counter_secs_hb(std::int64_t last_step) {
+  MonitoredSession session{HookBackend{}, stop_at(last_step), counter_every_n_secs()};
+  while (!session.should_stop()) session.run();
+}
+
+[[gnu::noinline]] void session_stop_checkpoint_steps(std::int64_t last_step) {
+  MonitoredSession session{
+      HookBackend{}, stop_at(last_step),
+      runhooks::CheckpointSaverHook({.checkpoint_dir = scratch("ckpt_steps"), .save_steps = never})};
+  while (!session.should_stop()) session.run();
+}
+
+[[gnu::noinline]] void session_stop_checkpoint_secs(std::int64_t last_step) {
+  MonitoredSession session{
+      HookBackend{}, stop_at(last_step),
+      runhooks::CheckpointSaverHook({.checkpoint_dir = scratch("ckpt_secs"), .save_secs = 1e6})};
+  while (!session.should_stop()) session.run();
+}
+
+[[gnu::noinline]] void session_stop_signal(std::int64_t last_step) {
+  MonitoredSession session{HookBackend{}, stop_at(last_step), runhooks::SignalStopHook{}};
+  while (!session.should_stop()) session.run();
+}
+
+[[gnu::noinline]] void session_stop_logging_steps(std::int64_t last_step) {
+  MonitoredSession session{HookBackend{}, stop_at(last_step),
+                           runhooks::LoggingTensorHook{runhooks::keys<Loss>, {.every_n_iter = never}}};
+  while (!session.should_stop()) session.run();
+}
+
+[[gnu::noinline]] void session_stop_logging_secs(std::int64_t last_step) {
+  MonitoredSession session{HookBackend{}, stop_at(last_step),
+                           runhooks::LoggingTensorHook{runhooks::keys<Loss>, {.every_n_secs = 1e6}}};
+  while (!session.should_stop()) session.run();
+}
+
+[[gnu::noinline]] void session_stop_summary_steps(std::int64_t last_step) {
+  MonitoredSession session{HookBackend{}, stop_at(last_step),
+                           runhooks::SummarySaverHook{{.save_steps = never}, scratch("summary"),
+                                                      runhooks::scalars<Loss>}};
+  while (!session.should_stop()) session.run();
+}
+
+[[gnu::noinline]] void session_stop_profiler_steps(std::int64_t last_step) {
+  MonitoredSession session{HookBackend{}, stop_at(last_step),
+                           runhooks::ProfilerHook{{.save_steps = never}, scratch("profile")}};
+  while (!session.should_stop()) session.run();
+}
+
+[[gnu::noinline]] void session_stop_early_stopping(std::int64_t last_step) {
+  MonitoredSession session{HookBackend{}, stop_at(last_step),
+                           runhooks::EarlyStoppingHook<Loss>({.every_n_iter = never})};
+  while (!session.should_stop()) session.run();
+}
+
+[[gnu::noinline]] void session_stop_progress_bar(std::int64_t last_step) {
+  MonitoredSession session{
+      HookBackend{}, stop_at(last_step),
+      runhooks::ProgressBarHook{runhooks::keys<Loss>,
+                                {.plain_line_secs = 1e6, .terminal = false},
+                                null_stream()}};
+  while (!session.should_stop()) session.run();
+}
+
+[[gnu::noinline]] void session_stop_final_ops(std::int64_t last_step) {
+  MonitoredSession session{HookBackend{}, stop_at(last_step),
+                           runhooks::FinalOpsHook{runhooks::keys<Loss>}};
+  while (!session.should_stop()) session.run();
+}
+
+[[gnu::noinline]] void session_stop_lambda_lifecycle(std::int64_t last_step) {
+  MonitoredSession session{HookBackend{}, stop_at(last_step),
+                           runhooks::on_begin([] { lifecycle_sink = 1; })};
+  while (!session.should_stop()) session.run();
+}
+
+[[gnu::noinline]] void session_stop_only_hb(std::int64_t last_step) {
+  MonitoredSession session{HookBackend{}, stop_at(last_step)};
+  while (!session.should_stop()) session.run();
+}
+
 }  // extern "C"
 
 namespace {
@@ -253,6 +391,20 @@ constexpr Loop loops[] = {
     {"hand_stop_counter_atomic_step", hand_stop_counter_atomic_step},
     {"session_4_per_step", session_4_per_step},
     {"session_64_hooks", session_64_hooks},
+    {"session_stop_stop", session_stop_stop},
+    {"session_stop_counter_secs_hb", session_stop_counter_secs_hb},
+    {"session_stop_checkpoint_steps", session_stop_checkpoint_steps},
+    {"session_stop_checkpoint_secs", session_stop_checkpoint_secs},
+    {"session_stop_signal", session_stop_signal},
+    {"session_stop_logging_steps", session_stop_logging_steps},
+    {"session_stop_logging_secs", session_stop_logging_secs},
+    {"session_stop_summary_steps", session_stop_summary_steps},
+    {"session_stop_profiler_steps", session_stop_profiler_steps},
+    {"session_stop_early_stopping", session_stop_early_stopping},
+    {"session_stop_progress_bar", session_stop_progress_bar},
+    {"session_stop_final_ops", session_stop_final_ops},
+    {"session_stop_lambda_lifecycle", session_stop_lambda_lifecycle},
+    {"session_stop_only_hb", session_stop_only_hb},
 };
 }  // namespace
 
@@ -262,6 +414,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::int64_t steps = std::strtoll(argv[1], nullptr, 10);
+  runhooks::set_log_sink([](runhooks::Severity, std::string_view) {});
+  char root[] = "/tmp/runhooks-loops-XXXXXX";
+  if (::mkdtemp(root) == nullptr) return 2;
+  scratch_root = root;
+  struct Cleanup {
+    ~Cleanup() { std::filesystem::remove_all(scratch_root); }
+  } cleanup;
   if (argc == 2) {
     for (const Loop& loop : loops) loop.run(steps);
     return 0;

@@ -109,10 +109,12 @@ class EarlyStoppingHook {
   }
 
   template <class Ctx>
-  auto before_run(Ctx& run_context) const {
+  auto before_run(Ctx& run_context) {
     using Backend = std::remove_cvref_t<decltype(run_context.session())>;
+    // The count of runs goes down here, where the test that follows can use the flags of the
+    // subtraction; after_run tests only whether the metric came.
     if constexpr (detail::fetches_all<Backend, MetricKey>)
-      return SessionRunArgs{runhooks::fetch<MetricKey>(runs_to_check_ <= 1)};
+      return SessionRunArgs{runhooks::fetch<MetricKey>(--runs_to_check_ <= 0)};
   }
 
   template <class Ctx, class Values>
@@ -124,7 +126,6 @@ class EarlyStoppingHook {
         if constexpr (requires { run_context.global_step(); }) step = run_context.global_step();
         if (check(static_cast<double>(*value), step)) run_context.request_stop();
       }
-      --runs_to_check_;
     }
   }
 
@@ -146,7 +147,7 @@ class EarlyStoppingHook {
   // Keras' on_epoch_end; true: stop. Takes values, not the run context, so that the context
   // need not live in memory on the steps that do not check.
   [[gnu::noinline]] bool check(double value, std::int64_t step) {
-    runs_to_check_ = options_.every_n_iter + 1;  // the decrement after this makes every_n_iter
+    runs_to_check_ = options_.every_n_iter;
     const std::int64_t check_index = checks_++;
     if (check_index < options_.start_from_check) return false;
     ++wait_;
