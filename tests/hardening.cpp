@@ -243,7 +243,7 @@ TEST_CASE("defect 8: RetryLimit's fields are validated, naming the field and the
                        "least 0 and at most 1e+09, got 1e+300.",
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(runhooks::SessionCreator(make, runhooks::RetryLimit{.multiplier = 0.5}),
-                       "runhooks: RetryLimit::multiplier must be at least 1 and finite, got 0.5.",
+                       "runhooks: RetryLimit::multiplier must be at least 1 and at most 1e9, got 0.5.",
                        std::invalid_argument);
   CHECK_THROWS_WITH_AS(runhooks::SessionCreator(make, runhooks::RetryLimit{.max_retries = -1}),
                        "runhooks: RetryLimit::max_retries must be at least 0, got -1.",

@@ -1,6 +1,6 @@
 // The README's quick start, compiled as written (main's body is quick_start_main's, plus the
 // return that lets the test look at the trainer), and the zero-overhead claims about a session.
-#include <runhooks/runhooks.hpp>
+#include <runhooks/core.hpp>
 #include <cstdint>
 
 struct Trainer {

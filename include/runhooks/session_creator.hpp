@@ -41,7 +41,7 @@ struct RetryLimit {
     detail::checked_secs("RetryLimit::initial_backoff_secs", initial_backoff_secs);
     detail::checked_secs("RetryLimit::max_backoff_secs", max_backoff_secs);
     if (!(multiplier >= 1.0 && multiplier <= detail::max_duration_secs))
-      throw std::invalid_argument("runhooks: RetryLimit::multiplier must be at least 1 and finite, got " +
+      throw std::invalid_argument("runhooks: RetryLimit::multiplier must be at least 1 and at most 1e9, got " +
                                   detail::format_number(multiplier) + ".");
   }
 

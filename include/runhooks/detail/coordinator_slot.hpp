@@ -53,7 +53,8 @@ class CoordinatorSlot {
   }
 
   bool exists() const noexcept { return coord_ != nullptr; }
-  // One relaxed load; only for a slot that exists.
+  // One seq_cst load (clear_stop() orders its own stores with the coordinator's); only for a
+  // slot that exists, and never on the per-step path.
   bool stop_requested() const noexcept { return flag_->load(std::memory_order_seq_cst); }
   std::exception_ptr stop_and_join(double grace_secs) noexcept {
     return coord_ != nullptr ? ops_->stop_and_join(*coord_, grace_secs) : nullptr;

@@ -124,7 +124,7 @@ class StepCounterHook {
           "exactly one of every_n_steps and every_n_secs should be provided.");
     if (!options.every_n_steps && !options.every_n_secs) options.every_n_steps = 100;
     if (options.every_n_steps && *options.every_n_steps < 1)
-      throw std::invalid_argument("every_n_steps must be at least 1, got " +
+      throw std::invalid_argument("runhooks: StepCounterOptions::every_n_steps must be at least 1, got " +
                                   std::to_string(*options.every_n_steps) + ".");
     if (options.every_n_secs)
       detail::checked_secs("StepCounterOptions::every_n_secs", *options.every_n_secs, 0.0,
