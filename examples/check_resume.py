@@ -54,8 +54,39 @@ def interrupted(exe, directory, signals, step_ms=1):
     return child.returncode, first + out
 
 
+def bad_options(exe):
+    """Every bad command line: exit 2, a message naming the option and the value, nothing made."""
+    with tempfile.TemporaryDirectory() as parent:
+        target = os.path.join(parent, "ckpt")
+        for args, message in (
+                (["--steps", "1e3"], "--steps: '1e3' is not a whole number"),
+                (["--steps", "12abc"], "--steps: '12abc' is not a whole number"),
+                (["--steps", "-5"], "--steps must be at least 0, got -5"),
+                (["--steps", "10", "--save-steps", "0"], "--save-steps must be at least 1, got 0"),
+                (["--steps", "10", "--step-ms", "-3"], "--step-ms must be at least 0, got -3"),
+                (["--steps", "10", "--bogus", "1"], "unknown option --bogus"),
+                (["--steps"], "--steps needs a value"),
+                ([], "--steps is required")):
+            first = ["--checkpoint-dir", target] if args[:1] != ["--checkpoint-dir"] else []
+            result = subprocess.run([exe, *first, *args], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, timeout=60)
+            check(result.returncode == 2 and message in result.stderr and
+                  not os.path.exists(target),
+                  "%s: exit 2, says %r, makes nothing (got %s: %r)"
+                  % (" ".join(args), message, result.returncode, result.stderr[:200]))
+        result = subprocess.run([exe, "--checkpoint-dir", "--steps", "10"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, timeout=60)
+        check(result.returncode == 2 and "--checkpoint-dir needs a value" in result.stderr,
+              "--checkpoint-dir without its value is named (got %r)" % result.stderr[:200])
+        result = subprocess.run([exe, "--help"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, timeout=60)
+        check(result.returncode == 0 and result.stdout.startswith("usage: resume"),
+              "--help prints the usage and exits 0")
+
+
 def main():
     exe = sys.argv[1]
+    bad_options(exe)
     with tempfile.TemporaryDirectory() as directory:
         code, out = run(exe, directory, 300, "--save-steps", "50")
         check(code == 0, "a fresh run exits 0")
@@ -67,6 +98,11 @@ def main():
         check(code == 0 and out.startswith("resumed from step 300\n"),
               "a rerun resumes from step 300: %r" % out)
         check("finished at step 400" in out, "and finishes at step 400")
+
+        code, out = run(exe, directory, 400)
+        check(code == 0 and "already at step 400, at or past --steps 400: nothing to train" in out
+              and latest(directory) == "model.ckpt-400",
+              "a rerun of a finished run trains nothing: %r" % out)
 
         for sig, name in ((signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "SIGINT")):
             code, out = interrupted(exe, directory, [sig])

@@ -17,50 +17,70 @@
 
 #include "logistic_regression.hpp"
 
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <thread>
 
 namespace {
 
 struct Options {
   std::string checkpoint_dir;
-  std::int64_t steps = -1;
+  std::optional<std::int64_t> steps;
   std::int64_t save_steps = 100;
   std::int64_t step_ms = 0;
 };
 
+constexpr const char* usage_line =
+    "usage: resume --checkpoint-dir DIR --steps N [--save-steps K] [--step-ms M]\n"
+    "  trains up to global step N, saving a checkpoint every K steps (default 100) into DIR, and\n"
+    "  resumes from DIR's latest checkpoint; --step-ms sleeps M ms per step (default 0).\n";
+
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "resume: %s\nusage: resume --checkpoint-dir DIR --steps N [--save-steps K] "
-               "[--step-ms M]\n",
-               why.c_str());
+  std::fprintf(stderr, "resume: %s\n%s", why.c_str(), usage_line);
   std::exit(2);
+}
+
+// The whole value as an integer of at least `least`, or a usage error naming the option.
+std::int64_t integer(std::string_view option, std::string_view value, std::int64_t least) {
+  std::int64_t result = 0;
+  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), result);
+  if (error != std::errc{} || end != value.data() + value.size())
+    usage(std::string(option) + ": '" + std::string(value) + "' is not a whole number");
+  if (result < least)
+    usage(std::string(option) + " must be at least " + std::to_string(least) + ", got " +
+          std::string(value));
+  return result;
 }
 
 Options parse(int argc, char** argv) {
   Options options;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
-    if (i + 1 >= argc) usage("missing value after " + std::string(arg));
-    const char* value = argv[++i];
-    try {
-      if (arg == "--checkpoint-dir") options.checkpoint_dir = value;
-      else if (arg == "--steps") options.steps = std::stoll(value);
-      else if (arg == "--save-steps") options.save_steps = std::stoll(value);
-      else if (arg == "--step-ms") options.step_ms = std::stoll(value);
-      else usage("unknown option " + std::string(arg));
-    } catch (const std::logic_error&) {
-      usage("not a number: " + std::string(arg) + " " + value);
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(usage_line, stdout);
+      std::exit(0);
     }
+    if (arg != "--checkpoint-dir" && arg != "--steps" && arg != "--save-steps" &&
+        arg != "--step-ms")
+      usage("unknown option " + std::string(arg));
+    if (i + 1 >= argc || std::string_view(argv[i + 1]).starts_with("--"))
+      usage(std::string(arg) + " needs a value");
+    const std::string_view value = argv[++i];
+    if (arg == "--checkpoint-dir") options.checkpoint_dir = value;
+    else if (arg == "--steps") options.steps = integer(arg, value, 0);
+    else if (arg == "--save-steps") options.save_steps = integer(arg, value, 1);
+    else options.step_ms = integer(arg, value, 0);
   }
-  if (options.checkpoint_dir.empty() || options.steps < 0)
-    usage("--checkpoint-dir and --steps are required");
+  if (options.checkpoint_dir.empty()) usage("--checkpoint-dir is required");
+  if (!options.steps) usage("--steps is required");
   return options;
 }
 
@@ -88,7 +108,7 @@ int main(int argc, char** argv) {
     runhooks::MonitoredSession session{
         // Restores the latest checkpoint of the directory on start and on every recovery.
         runhooks::ChiefSessionCreator(make_model, {.checkpoint_dir = options.checkpoint_dir}),
-        runhooks::StopAtStepHook({.last_step = options.steps}),
+        runhooks::StopAtStepHook({.last_step = *options.steps}),
         runhooks::SignalStopHook{},
         runhooks::CheckpointSaverHook(
             {.checkpoint_dir = options.checkpoint_dir, .save_steps = options.save_steps}),
@@ -100,6 +120,12 @@ int main(int argc, char** argv) {
     else
       std::printf("resumed from step %lld\n", static_cast<long long>(start));
     std::fflush(stdout);
+    if (start >= *options.steps) {
+      // StopAtStepHook, as TensorFlow's, would still run one step before it stops.
+      std::printf("already at step %lld, at or past --steps %lld: nothing to train\n",
+                  static_cast<long long>(start), static_cast<long long>(*options.steps));
+      return 0;
+    }
 
     while (!session.should_stop()) session.run();
     session.close();  // every end(): the checkpoint hook saves the last step if it was not saved

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <fstream>
 #include <stdexcept>
+#include <memory>
 #include <string>
 #include <type_traits>
 
@@ -220,6 +221,45 @@ TEST_CASE("89 test_save_secs_saves_periodically") {
   const auto state = runhooks::read_checkpoint_state(dir.path);
   CHECK(state->all_model_checkpoint_timestamps ==
         std::vector<double>{mock_start_time, mock_start_time + 2.5, mock_start_time + 10});
+}
+
+// A clock that counts its reads.
+struct CountingClock {
+  std::shared_ptr<std::pair<double, int>> state = std::make_shared<std::pair<double, int>>(0.0, 0);
+  double now() const noexcept {
+    ++state->second;
+    return state->first;
+  }
+};
+
+TEST_CASE("checkpoint saver: save_secs samples the clock about 64 times per period, not every step") {
+  QuietLog quiet;
+  TempDir dir;
+  CountingClock clock;
+  CheckpointSaverHook hook({.checkpoint_dir = dir.str(), .save_secs = 1.0}, clock);
+  CheckpointedBackend backend;
+  hook.begin();
+  Hooked session{hook, backend};
+  // 10,000 steps per second for 10.5 seconds: TensorFlow's timer would read the clock on each
+  // of the 105,000 steps.
+  for (int i = 0; i < 105000; ++i) {
+    clock.state->first = i / 10000.0;
+    session.run();
+  }
+  // About 64 samples per second, each reading the clock twice (the stride, the timer), and a
+  // read per save for its timestamp: 1376 here.
+  CHECK(clock.state->second < 2 * 64 * 11);
+  CHECK(clock.state->second > 64 * 9);
+  // A save once the period has passed since the last one (TensorFlow's timer), each at most
+  // 1/64 of the period (157 steps) late.
+  const auto state = runhooks::read_checkpoint_state(dir.path);
+  REQUIRE(state);
+  const std::vector<double>& at = state->all_model_checkpoint_timestamps;
+  REQUIRE(at.size() == 5);  // max_to_keep
+  for (std::size_t k = 1; k < at.size(); ++k) {
+    CHECK(at[k] - at[k - 1] >= 1.0);
+    CHECK(at[k] - at[k - 1] <= 1.0 + 1.0 / 64 + 1e-9);
+  }
 }
 
 TEST_CASE("89 test_save_secs_calls_listeners_periodically") {

@@ -90,6 +90,11 @@ TEST_CASE("checkpoint state: the text format's other spellings") {
 TEST_CASE("checkpoint state: a damaged file is an error naming the file and line") {
   CHECK(parse_error("model_checkpoint_path: \"a\"\nglobal_step: 3\n") ==
         "runhooks: checkpoint state file '/d/checkpoint', line 2: unknown field 'global_step'.");
+  // A field name alone on its line: the line it is on, not the next one.
+  CHECK(parse_error("garbage\n") ==
+        "runhooks: checkpoint state file '/d/checkpoint', line 1: unknown field 'garbage'.");
+  CHECK(parse_error("\n\ngarbage\n") ==
+        "runhooks: checkpoint state file '/d/checkpoint', line 3: unknown field 'garbage'.");
   CHECK(parse_error("model_checkpoint_path: \"a\n") ==
         "runhooks: checkpoint state file '/d/checkpoint', line 1: unterminated string.");
   CHECK(parse_error("model_checkpoint_path: \"a\"\nall_model_checkpoint_timestamps: x1\n") ==

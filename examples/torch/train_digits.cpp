@@ -51,6 +51,7 @@
 #include <zlib.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -152,7 +153,7 @@ Digits load_digits(const std::string& path) {
       const std::string cell(line.substr(field, comma - field));
       char* cell_end = nullptr;
       const double value = std::strtod(cell.c_str(), &cell_end);
-      if (cell.empty() || *cell_end != '\0' || value < 0 || value > 16 || value != static_cast<long>(value))
+      if (cell.empty() || *cell_end != '\0' || value < 0 || value > 16 || value != std::floor(value))
         throw std::runtime_error(path + ": line " + std::to_string(row) + ": not an integer 0..16: '" + cell + "'");
       values.push_back(static_cast<long>(value));
       field = comma + 1;

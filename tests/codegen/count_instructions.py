@@ -104,7 +104,7 @@ COMPARISONS = [
      0, "StopAtStep + LoggingTensorHook(every_n_secs) vs StopAtStep + "
      "StepCounterHook(every_n_secs)"),
     ("CheckpointSaverHook(save_secs)", "session_stop_checkpoint_secs",
-     "session_stop_counter_secs_hb", None,
+     "session_stop_counter_secs_hb", 0,
      "StopAtStep + CheckpointSaverHook(save_secs) vs StopAtStep + StepCounterHook(every_n_secs)"),
     ("StopAtStepHook, second", "session_stop_stop", "session_stop_only_hb", None,
      "what a second StopAtStepHook adds (the reference of the every-N-steps rows)"),

@@ -27,6 +27,7 @@
 #include <runhooks/clock.hpp>
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/checked.hpp>
+#include <runhooks/detail/periodic_trigger.hpp>
 #include <runhooks/hooks/second_or_step_timer.hpp>
 #include <runhooks/log.hpp>
 #include <runhooks/session_run_context.hpp>
@@ -233,6 +234,7 @@ class CheckpointSaverHook {
   CheckpointSaverHook(CheckpointSaverHook&& other)
       : manager_((other.join_in_flight(), std::move(other.manager_))),
         timer_(std::move(other.timer_)),
+        sampler_(other.sampler_),
         listeners_(std::move(other.listeners_)),
         next_check_(other.next_check_),
         async_next_check_(other.async_next_check_.load(std::memory_order_relaxed)),
@@ -272,7 +274,7 @@ class CheckpointSaverHook {
       const auto step = static_cast<std::int64_t>(session.global_step());
       save(session, step);  // TensorFlow ignores a listener's stop request here too
       timer_.update_last_triggered_step(step);
-      rearm();
+      rearm(step);
     }
   }
 
@@ -376,7 +378,12 @@ class CheckpointSaverHook {
   template <class Backend>
   bool after_save(Backend& session, std::int64_t step) {
     return std::apply(
-        [&](auto&... l) { return (false | ... | call_after_save(l, session, step)); }, listeners_);
+        [&](auto&... l) {
+          bool stop = false;
+          ((stop = call_after_save(l, session, step) || stop), ...);  // call first, then or
+          return stop;
+        },
+        listeners_);
   }
 
   // The rare path of after_run: collect a finished background save, then TensorFlow's trigger.
@@ -397,16 +404,24 @@ class CheckpointSaverHook {
         stop = save(session, step) || stop;
       }
     }
-    rearm();
+    rearm(step);
     return stop;
   }
 
-  // Sets the step at which after_run next looks: the next save step with save_steps, every step
-  // with save_secs, or at once when a background save has finished.
-  void rearm() {
+  // Sets the step at which after_run next looks, after `step`: the next save step with
+  // save_steps; with save_secs, the step at which the clock is sampled next (about 64 times per
+  // period, detail::ClockSampler, so that a save is at most about 1/64 of a period late); at
+  // once when a background save has finished.
+  void rearm(std::int64_t step) {
     std::int64_t next = always;
-    if (save_steps_ > 0 && timer_.last_triggered_step())
-      next = detail::saturating_add(*timer_.last_triggered_step(), save_steps_);
+    if (save_steps_ > 0) {
+      if (timer_.last_triggered_step())
+        next = detail::saturating_add(*timer_.last_triggered_step(), save_steps_);
+    } else {
+      next = detail::saturating_add(
+          step, sampler_.stride(step, static_cast<double>(timer_.clock().now()),
+                                *timer_.every_secs()));
+    }
     next_check_ = next;
     std::lock_guard lock(mutex_);
     if (in_flight_ && in_flight_->done) next = always;
@@ -492,6 +507,7 @@ class CheckpointSaverHook {
 
   CheckpointManager manager_;
   SecondOrStepTimer<C> timer_;
+  detail::ClockSampler sampler_;  // save_secs: when to read the clock next
   [[no_unique_address]] std::tuple<Listeners...> listeners_;
   // The per-step check: after_run looks further only at or past this global step. The atomic
   // copy is the one read for a Snapshottable backend: a background save that finished sets it

@@ -96,6 +96,7 @@ class StateParser {
     CheckpointState state;
     bool has_model_path = false, has_preserved = false;
     for (skip_space(); at_ < text_.size(); skip_space()) {
+      const std::size_t field_at = at_;  // errors about the field point at its line
       const std::string field = identifier();
       skip_space();
       if (peek() == ':') {
@@ -103,7 +104,7 @@ class StateParser {
         skip_space();
       }
       if (field == "model_checkpoint_path") {
-        if (has_model_path) fail("model_checkpoint_path appears twice");
+        if (has_model_path) fail("model_checkpoint_path appears twice", field_at);
         state.model_checkpoint_path = string_value();
         has_model_path = true;
       } else if (field == "all_model_checkpoint_paths") {
@@ -111,11 +112,11 @@ class StateParser {
       } else if (field == "all_model_checkpoint_timestamps") {
         state.all_model_checkpoint_timestamps.push_back(number_value());
       } else if (field == "last_preserved_timestamp") {
-        if (has_preserved) fail("last_preserved_timestamp appears twice");
+        if (has_preserved) fail("last_preserved_timestamp appears twice", field_at);
         state.last_preserved_timestamp = number_value();
         has_preserved = true;
       } else {
-        fail("unknown field '" + field + "'");
+        fail("unknown field '" + field + "'", field_at);
       }
       skip_space();
       if (peek() == ',' || peek() == ';') ++at_;
@@ -125,9 +126,10 @@ class StateParser {
   }
 
  private:
-  [[noreturn]] void fail(const std::string& what) const {
+  [[noreturn]] void fail(const std::string& what) const { fail(what, at_); }
+  [[noreturn]] void fail(const std::string& what, std::size_t where) const {
     std::size_t line = 1;
-    for (std::size_t i = 0; i < at_ && i < text_.size(); ++i) line += text_[i] == '\n';
+    for (std::size_t i = 0; i < where && i < text_.size(); ++i) line += text_[i] == '\n';
     throw CheckpointError("runhooks: checkpoint state file " + quoted_path(file_) + ", line " +
                           std::to_string(line) + ": " + what + ".");
   }

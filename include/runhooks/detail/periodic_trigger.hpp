@@ -14,6 +14,39 @@
 
 namespace runhooks::detail {
 
+// The sampling stride of an every-N-seconds trigger: how many counts to let pass before the
+// clock is read again, so that it is read about 64 times per period. Re-estimated at each sample
+// from the rate since the last one: 1 while the rate is unknown, growing at most fourfold per
+// sample. A trigger is then at most about 1/64 of a period late while the rate is steady.
+class ClockSampler {
+ public:
+  std::int64_t stride(std::int64_t count, double now, double every_secs) noexcept {
+    std::int64_t steps = 1;
+    if (last_count_ != min && now > last_time_ && count > last_count_) {
+      const double rate = static_cast<double>(count - last_count_) / (now - last_time_);
+      const double wanted = rate * every_secs / samples_per_period;
+      const double most = 4.0 * static_cast<double>(last_stride_);
+      const double capped = wanted < most ? wanted : most;
+      steps = capped >= 1.0 ? static_cast<std::int64_t>(capped < 1e18 ? capped : 1e18) : 1;
+    }
+    last_time_ = now;
+    last_count_ = count;
+    last_stride_ = steps;
+    return steps;
+  }
+  void reset() noexcept {
+    last_count_ = min;
+    last_stride_ = 1;
+  }
+
+ private:
+  static constexpr std::int64_t min = std::numeric_limits<std::int64_t>::min();
+  static constexpr double samples_per_period = 64.0;
+  std::int64_t last_count_ = min;
+  double last_time_ = 0.0;
+  std::int64_t last_stride_ = 1;
+};
+
 // due(count) is TensorFlow's timer.should_trigger_for_step(count) and fire(count) its
 // update_last_triggered_step(count), with the timer's rules (runhooks' SecondOrStepTimer). The
 // per-step cost is `count >= next_check_`: the timer itself runs only once the count reaches the
@@ -69,8 +102,7 @@ class PeriodicTrigger {
   void reset() noexcept {
     timer_.reset();
     if (!never_) set_next_check(min);
-    last_read_count_ = min;
-    last_stride_ = 1;
+    sampler_.reset();
   }
 
   // Ask the timer at the next due(), whatever the count: after the count may have gone back.
@@ -92,8 +124,6 @@ class PeriodicTrigger {
  private:
   static constexpr std::int64_t min = std::numeric_limits<std::int64_t>::min();
   static constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
-  static constexpr double samples_per_period = 64.0;
-
   [[gnu::noinline]] bool check(std::int64_t count) {
     if (timer_.every_secs()) ++clock_samples_;
     if (timer_.should_trigger_for_step(count)) return true;  // next_check_ stays: fire() moves it
@@ -110,31 +140,16 @@ class PeriodicTrigger {
     next_check_before_ = saturating_sub(next, 1);
   }
 
-  // Counts until the next clock sample in every_secs mode, from the rate since the last sample.
+  // Counts until the next clock sample in every_secs mode.
   std::int64_t stride(std::int64_t count) {
-    const double now = timer_.clock().now();
-    std::int64_t steps = 1;
-    if (last_read_count_ != min && now > last_read_time_ && count > last_read_count_) {
-      const double rate =
-          static_cast<double>(count - last_read_count_) / (now - last_read_time_);
-      const double wanted = rate * *timer_.every_secs() / samples_per_period;
-      const double most = 4.0 * static_cast<double>(last_stride_);
-      const double capped = wanted < most ? wanted : most;
-      steps = capped >= 1.0 ? static_cast<std::int64_t>(capped < 1e18 ? capped : 1e18) : 1;
-    }
-    last_read_time_ = now;
-    last_read_count_ = count;
-    last_stride_ = steps;
-    return steps;
+    return sampler_.stride(count, timer_.clock().now(), *timer_.every_secs());
   }
 
   SecondOrStepTimer<C> timer_;
   std::int64_t next_check_ = min;
   std::int64_t next_check_before_ = min;  // next_check_ - 1: the test of due_after()
   bool never_ = false;
-  std::int64_t last_read_count_ = min;
-  double last_read_time_ = 0.0;
-  std::int64_t last_stride_ = 1;
+  ClockSampler sampler_;
   std::int64_t clock_samples_ = 0;
 };
 

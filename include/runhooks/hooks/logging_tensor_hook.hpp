@@ -148,10 +148,14 @@ class LoggingTensorHook<Keys<Ks...>, Formatter, C> {
   }
 
   template <class Ctx, class Values>
-  void after_run(Ctx&, const Values& run_values) {
-    // The keys were fetched on exactly the runs that log.
-    if (run_values[first_key{}].has_value()) [[unlikely]]
-      log_values(values_type::from_run_values(run_values));
+  void after_run(Ctx& run_context, const Values& run_values) {
+    using Backend = std::remove_cvref_t<decltype(run_context.session())>;
+    // The keys were fetched on exactly the runs that log (none when the backend lacks one,
+    // which after_create_session reported).
+    if constexpr (detail::fetches_all<Backend, Ks...>) {
+      if (run_values[first_key{}].has_value()) [[unlikely]]
+        log_values(values_type::from_run_values(run_values));
+    }
     trigger_.count();
   }
 

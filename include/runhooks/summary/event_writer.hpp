@@ -167,8 +167,8 @@ inline double to_wall_time(std::chrono::system_clock::time_point t) {
 // - Records go through a stdio buffer: call `flush()` to make them visible to TensorBoard.
 //   TF's writer also buffers, and flushes every 120 s by default.
 // - I/O failures, the rule of every file output (CsvOutput's too): a directory or file that
-//   cannot be created is a `std::system_error` from the constructor naming the path (a
-//   `std::filesystem::filesystem_error` for the directory). A failure to write, flush or
+//   cannot be created is a `std::system_error` from the constructor naming the path (the
+//   directory too). A failure to write, flush or
 //   close (disk full, file size limit) never throws and is never silent: the first one logs one
 //   warning through runhooks::log with the path and the cause, every later record is dropped,
 //   and `error()` tells what happened. The file then holds the records written before the
@@ -202,7 +202,9 @@ class EventFileWriter {
     if (!wall_clock_) {
       wall_clock_ = [] { return std::chrono::system_clock::now(); };
     }
-    std::filesystem::create_directories(logdir);
+    if (std::error_code error; !std::filesystem::create_directories(logdir, error) && error)
+      throw std::system_error(error, "runhooks::EventFileWriter: cannot create the directory " +
+                                         logdir.string());
     const auto now = wall_clock_();
     open_new_file(logdir, now);
     write_record(detail::encode_file_version_event(detail::to_wall_time(now), file_version, source_writer));
