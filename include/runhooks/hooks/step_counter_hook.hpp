@@ -17,6 +17,7 @@
 #include <runhooks/clock.hpp>
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/checked.hpp>
+#include <runhooks/detail/periodic_trigger.hpp>
 #include <runhooks/session_run_context.hpp>
 #include <runhooks/hooks/second_or_step_timer.hpp>
 #include <runhooks/log.hpp>
@@ -116,7 +117,6 @@ class StepCounterHook {
   static constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
   static constexpr std::int64_t none = std::numeric_limits<std::int64_t>::min();
   static constexpr int max_warnings = 5;
-  static constexpr double samples_per_period = 64.0;
 
   static StepCounterOptions validate(StepCounterOptions options) {
     if (options.every_n_steps && options.every_n_secs)
@@ -145,24 +145,11 @@ class StepCounterHook {
                       : detail::saturating_add(global_step, stride(global_step));
   }
 
-  // Global steps until the next clock read in every_n_secs mode, from the rate since the last
-  // read: about 1/64 of a period, at least 1.
+  // Global steps until the next clock read in every_n_secs mode (detail::ClockSampler: about
+  // 1/64 of a period, at least 1).
   std::int64_t stride(std::int64_t global_step) {
-    const double now = timer_.clock().now();
-    std::int64_t steps = 1;
-    if (last_read_step_ != none && now > last_read_time_ && global_step > last_read_step_) {
-      const double rate = static_cast<double>(global_step - last_read_step_) /
-                          (now - last_read_time_);
-      const double wanted = rate * *options_.every_n_secs / samples_per_period;
-      // Grow at most fourfold per read, so a burst of fast steps cannot overshoot a period.
-      const double most = 4.0 * static_cast<double>(last_stride_);
-      const double capped = wanted < most ? wanted : most;
-      steps = capped >= 1.0 ? static_cast<std::int64_t>(capped < 1e18 ? capped : 1e18) : 1;
-    }
-    last_read_time_ = now;
-    last_read_step_ = global_step;
-    last_stride_ = steps;
-    return steps;
+    return sampler_.stride(global_step, static_cast<double>(timer_.clock().now()),
+                           *options_.every_n_secs);
   }
 
   // The global step stood still or went back. Back: re-base the measurement on the new step
@@ -174,8 +161,7 @@ class StepCounterHook {
                                std::to_string(global_step) +
                                " (a recovery restored an older state?); measuring from there.");
     timer_.reset();
-    last_read_step_ = none;
-    last_stride_ = 1;
+    sampler_.reset();
     check(global_step);  // the first trigger from here: records nothing
   }
 
@@ -194,9 +180,7 @@ class StepCounterHook {
   [[no_unique_address]] Output output_;
   std::int64_t next_check_ = none;
   std::int64_t last_global_step_ = none;
-  std::int64_t last_read_step_ = none;
-  double last_read_time_ = 0.0;
-  std::int64_t last_stride_ = 1;
+  detail::ClockSampler sampler_;
   std::int64_t clock_reads_ = 0;
   int warnings_ = 0;
 };
