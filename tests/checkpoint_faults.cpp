@@ -102,6 +102,7 @@ class Child {
     }
   }
   void kill(int signal) { ::kill(pid_, signal); }
+  pid_t pid() const { return pid_; }
   int wait() {
     int status = 0;
     if (pid_ > 0) {
@@ -336,4 +337,31 @@ TEST_CASE("file-size limit mid-run: run() raises naming the checkpoint; the prev
     std::sort(expected_files.begin(), expected_files.end());
     CHECK(ckpt::files_in(dir.path) == expected_files);
   }
+}
+
+TEST_CASE("two writers on one directory: the second fails at once, naming the first's pid") {
+  TempDir dir;
+  Child first({helper_path(), "--checkpoint-dir", dir.str(), "--steps", "1000000000", "--save-steps",
+               "1000", "--step-us", "300"});
+  while (first.lines().empty()) first.read_for(10);  // its session, and so its lock, exists
+  Child second({helper_path(), "--checkpoint-dir", dir.str(), "--steps", "10"});
+  second.read_all();
+  const int status = second.wait();
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 3);
+  CHECK_MESSAGE(second.output().find("error: runhooks: the checkpoint directory '" + dir.str() +
+                                     "' already has a writer (process " +
+                                     std::to_string(first.pid()) + " holds") != std::string::npos,
+                second.output());
+  CHECK(second.output().find("one writer at a time") != std::string::npos);
+  CHECK(second.output().find("resumed") == std::string::npos);
+  // The first writer goes on, and its end is clean.
+  first.kill(SIGTERM);
+  first.read_all();
+  CHECK(WEXITSTATUS(first.wait()) == 0);
+  CHECK(first.lines().back() == "signal SIGTERM");
+  // Its lock went with it: a third writer resumes.
+  Child third({helper_path(), "--checkpoint-dir", dir.str(), "--steps", "1"});
+  third.read_all();
+  CHECK(WEXITSTATUS(third.wait()) == 0);
 }

@@ -124,6 +124,7 @@ TEST_CASE("checkpoint manager: retention carries on after a restart (the state f
   save(second, 5);
   CHECK(ckpt::named_checkpoints(dir.path) == Names{"model.ckpt-3", "model.ckpt-4", "model.ckpt-5"});
   CHECK(arrays_files(dir) == Names{"model.ckpt-3.arrays", "model.ckpt-4.arrays", "model.ckpt-5.arrays"});
+  second.close();  // a restart: one writer at a time
 
   SUBCASE("a smaller max_to_keep after the restart drops all the excess at the next save") {
     CheckpointManager third({.checkpoint_dir = dir.path, .max_to_keep = 1});
@@ -135,6 +136,7 @@ TEST_CASE("checkpoint manager: retention carries on after a restart (the state f
     third.open(5000.0);
     save(third, 6, 5000.0);
     CHECK(runhooks::read_checkpoint_state(dir.path)->last_preserved_timestamp == 5000.0);
+    third.close();
     CheckpointManager fourth({.checkpoint_dir = dir.path, .keep_checkpoint_every_n_hours = 2.0});
     fourth.open(9000.0);  // later: the mark read from the state file, not this `now`
     save(fourth, 7, 9000.0);
@@ -239,7 +241,8 @@ TEST_CASE("checkpoint manager: a staging copy the state names (killed while repl
                  .all_model_checkpoint_paths = {stage},
                  .all_model_checkpoint_timestamps = {1.0},
                  .last_preserved_timestamp = std::nullopt,
-                 .pending_deletions = {"model.ckpt-3"}});
+                 .pending_deletions = {"model.ckpt-3"},
+                 .file_suffixes = {}});
   put_text(dir / "model.ckpt-3.arrays", "half-replaced");
   CheckpointManager manager({.checkpoint_dir = dir.path});
   manager.open(1000.0);

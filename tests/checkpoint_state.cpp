@@ -35,7 +35,8 @@ CheckpointState tf_state() {
                          .all_model_checkpoint_paths = {"model.ckpt-0", "model.ckpt-2"},
                          .all_model_checkpoint_timestamps = {1484695987.209386, 1484695989.5},
                          .last_preserved_timestamp = 1484695987.0,
-                         .pending_deletions = {}};
+                         .pending_deletions = {},
+                         .file_suffixes = {}};
 }
 
 void put_text(const std::filesystem::path& file, const std::string& text) {
@@ -68,6 +69,7 @@ TEST_CASE("checkpoint state: round trip with escapes, pending deletions and no t
       .all_model_checkpoint_timestamps = {},
       .last_preserved_timestamp = std::nullopt,
       .pending_deletions = {"model.ckpt-1", "odd \"name\""},
+      .file_suffixes = {{"model.ckpt-1", {".arrays", ""}}},
   };
   const std::string text = runhooks::format_checkpoint_state(state);
   CHECK(text.find("\\303\\251") != std::string::npos);  // non-ASCII bytes in octal, as Python

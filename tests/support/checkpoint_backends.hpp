@@ -48,9 +48,12 @@ struct TempDir {
 };
 
 // Every file name in `dir`, sorted.
+// The directory's files, without the writer's lock file (detail/directory_lock.hpp), which every
+// directory a CheckpointManager opened keeps.
 inline std::vector<std::string> files_in(const fs::path& dir) {
   std::set<std::string> names;
-  for (const auto& entry : fs::directory_iterator(dir)) names.insert(entry.path().filename().string());
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.path().filename() != ".runhooks-lock") names.insert(entry.path().filename().string());
   return {names.begin(), names.end()};
 }
 

@@ -8,9 +8,10 @@
 
 #include <cerrno>
 #include <condition_variable>
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <mutex>
-#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -27,6 +28,8 @@
 
 #include <runhooks/checkpoint/checkpoint_error.hpp>
 #include <runhooks/checkpoint/checkpoint_state.hpp>
+#include <runhooks/checkpoint/detail/checkpoint_files.hpp>
+#include <runhooks/checkpoint/detail/directory_lock.hpp>
 #include <runhooks/checkpoint/detail/durable_files.hpp>
 #include <runhooks/detail/checked.hpp>
 #include <runhooks/log.hpp>
@@ -66,15 +69,6 @@ class SavesInFlight {
   std::map<std::string, int> count_;
 };
 
-// One spelling per directory: absolute, symbolic links resolved as far as the path exists.
-inline std::string directory_key(const std::filesystem::path& directory) {
-  std::error_code error;
-  std::filesystem::path absolute = std::filesystem::absolute(directory, error);
-  if (error) return directory.lexically_normal().string();
-  std::filesystem::path canonical = std::filesystem::weakly_canonical(absolute, error);
-  return (error ? absolute.lexically_normal() : canonical).string();
-}
-
 }  // namespace detail
 
 struct CheckpointManagerOptions {
@@ -96,16 +90,24 @@ struct CheckpointEntry {
 //   2. each is hard-linked to its final name <dir>/<basename>-<step><suffix>; the directory is
 //      fsynced;
 //   3. the state file is replaced atomically (see write_checkpoint_state), naming the new
-//      checkpoint and no longer naming those retention drops;
+//      checkpoint with the suffixes its files have, and no longer naming those retention drops
+//      (recorded as pending deletions until their files are gone);
 //   4. the dropped checkpoints' files and the staging names are removed.
 // A process killed before 3 leaves the previous state file, which names only complete
 // checkpoints; one killed after 3 leaves the new one. Re-saving a step the state file already
 // names (after a restore, the creation save sees the restored step) first points the state file
 // at the complete staging copy, so that the old files can be replaced while the state names
-// neither. What a killed save leaves behind (staging files, final names not yet in the state,
-// dropped checkpoints not yet deleted, recorded in the state file as pending deletions) is removed
-// by the next open(). Without hard links (some network file systems) files are copied instead,
-// and a kill between steps 2 and 3 may leave a checkpoint's files that no state file names.
+// neither. What a killed save leaves behind (staging files, final names linked to them, dropped
+// checkpoints not yet deleted) is removed by the next open(). Without hard links (some network
+// file systems) files are copied instead, and a kill between steps 2 and 3 may leave a
+// checkpoint's files that no state file names.
+//
+// The state file is untrusted (TensorFlow writes absolute paths and un-stepped prefixes; a damaged
+// or hostile one can name anything): a relative and an absolute spelling of one checkpoint are one
+// checkpoint, and only what checkpoint/detail/checkpoint_files.hpp proves to be a checkpoint's
+// file inside the directory is ever deleted; whatever else the state names is left in place with
+// one warning. A manager is the directory's only writer while it is open (an flock on
+// <dir>/.runhooks-lock, see detail/directory_lock.hpp); close() or the destructor releases it.
 class CheckpointManager {
  public:
   explicit CheckpointManager(CheckpointManagerOptions options) : options_(std::move(options)) {
@@ -123,6 +125,18 @@ class CheckpointManager {
           detail::format_number(detail::max_duration_secs / 3600.0) + ", got " +
           detail::format_number(*options_.keep_checkpoint_every_n_hours) + ".");
   }
+  CheckpointManager(CheckpointManager&&) noexcept = default;
+  CheckpointManager& operator=(CheckpointManager&&) noexcept = default;
+
+  // Closes quietly: an error is logged, not thrown.
+  ~CheckpointManager() {
+    try {
+      close();
+    } catch (const std::exception& e) {
+      log(Severity::warning, std::string("runhooks: closing the checkpoint directory failed: ") +
+                                 e.what());
+    }
+  }
 
   // A basename must be a plain file name that cannot be taken for the state file or for one of
   // runhooks' hidden temporary files.
@@ -138,13 +152,15 @@ class CheckpointManager {
   const std::filesystem::path& directory() const noexcept { return options_.checkpoint_dir; }
   const CheckpointManagerOptions& options() const noexcept { return options_; }
 
-  // Creates the directory if missing, checks that a file can be written and synced there, reads
-  // the state file (the record of earlier runs: retention carries on from it) and removes what a
-  // killed save left. Throws CheckpointError naming the directory and the cause. `now` (seconds
-  // since the epoch) starts the keep_checkpoint_every_n_hours period when the state has none.
+  // Creates the directory if missing, takes its lock (a second writer fails here, naming the
+  // holder), checks that a file can be written and synced there, reads the state file (the record
+  // of earlier runs: retention carries on from it) and removes what a killed save left. Throws
+  // CheckpointError naming the directory and the cause. `now` (seconds since the epoch) starts
+  // the keep_checkpoint_every_n_hours period when the state has none.
   void open(double now) {
     const std::filesystem::path& dir = options_.checkpoint_dir;
     std::error_code error;
+    detail::check_file_operation(dir);
     std::filesystem::create_directories(dir, error);
     if (error)
       throw CheckpointError("runhooks: cannot create the checkpoint directory " +
@@ -152,31 +168,55 @@ class CheckpointManager {
     if (!std::filesystem::is_directory(dir, error))
       throw CheckpointError("runhooks: the checkpoint directory " + detail::quoted_path(dir) +
                             " is not a directory.");
+    if (!lock_.held()) lock_ = detail::DirectoryLock::acquire(dir);
     probe_writable();
+    key_ = detail::directory_key(dir);
     entries_.clear();
     latest_.reset();
+    suffixes_.clear();
+    pending_.clear();
     const std::optional<CheckpointState> state = read_checkpoint_state(dir);
     if (state) {
       const std::size_t n = state->all_model_checkpoint_paths.size();
       const bool dated = state->all_model_checkpoint_timestamps.size() == n;
       for (std::size_t i = 0; i < n; ++i) {
-        const std::string& name = state->all_model_checkpoint_paths[i];
-        entries_.push_back(
-            {name, dated ? state->all_model_checkpoint_timestamps[i] : modification_time(name, now)});
+        const std::string name = own_spelling(state->all_model_checkpoint_paths[i]);
+        add_entry({name, dated ? state->all_model_checkpoint_timestamps[i] : modification_time(name, now)});
       }
-      latest_ = state->model_checkpoint_path;
-      if (entries_.empty() || entries_.back().name != *latest_)
-        entries_.push_back({*latest_, modification_time(*latest_, now)});
+      const std::string latest = own_spelling(state->model_checkpoint_path);
+      if (entries_.empty() || entries_.back().name != latest)
+        add_entry({latest, modification_time(latest, now)});
+      latest_ = latest;
       last_preserved_ = state->last_preserved_timestamp.value_or(now);
-      sweep(*state);
+      for (const auto& [name, suffixes] : state->file_suffixes) {
+        const std::optional<std::string> own = detail::own_checkpoint_name(key_, name);
+        if (!own) continue;
+        std::vector<std::string>& kept = suffixes_[*own];
+        for (const std::string& suffix : suffixes)
+          if (detail::is_valid_checkpoint_suffix(suffix) && !detail::is_reserved_file(*own + suffix))
+            kept.push_back(suffix);
+      }
+      for (const std::string& pending : state->pending_deletions)
+        add_pending(own_spelling(pending));
     } else {
       last_preserved_ = now;
-      sweep(CheckpointState{});
     }
+    disk_pending_ = pending_;
+    sweep();
     opened_ = true;
   }
 
   bool is_open() const noexcept { return opened_; }
+
+  // Writes the state once more if it still records deletions that have since been done (a state
+  // file left after a clean end lists no pending deletion), and releases the directory's lock.
+  // A later save() or open() opens it again.
+  void close() {
+    if (!lock_.held()) return;
+    if (opened_ && latest_ && disk_pending_ != pending_) commit(entries_, last_preserved_);
+    opened_ = false;
+    lock_ = detail::DirectoryLock();
+  }
 
   // The prefix a save at `step` gets: <dir>/<basename>-<step>.
   std::filesystem::path prefix_for(std::int64_t step) const {
@@ -194,13 +234,13 @@ class CheckpointManager {
     const std::filesystem::path& dir = options_.checkpoint_dir;
     const std::string name = name_for(step);
     const std::string stage = "." + name + ".tmp-" + detail::unique_token();
-    std::vector<std::string> suffixes;
+    std::vector<std::string> suffixes, linked;
     bool stage_named = false;
     try {
       write(dir / stage);
       for (const std::string& file : detail::names_starting_with(dir, stage)) {
         const std::string suffix = file.substr(stage.size());
-        if (!suffix.empty() && suffix[0] >= '0' && suffix[0] <= '9')
+        if (!detail::is_valid_checkpoint_suffix(suffix))
           throw CheckpointError("runhooks: the backend's save wrote " +
                                 detail::quoted_path(dir / file) +
                                 ": a checkpoint file must be named by the prefix, or the prefix "
@@ -223,32 +263,38 @@ class CheckpointManager {
       entries.push_back({name, timestamp});
       double mark = last_preserved_;
       for (std::string& d : retain(entries, mark)) dropped.push_back(std::move(d));
-      const bool replacing = names(name);
+      for (const std::string& d : dropped) add_pending(d);
 
-      if (!replacing) {
-        remove_prefix_files(name);  // unnamed leftovers of a killed save at this step
-        link_all(stage, name, suffixes);
+      if (!names(name)) {
+        // Files of exactly these names can only be a killed save's, at this step, that no state
+        // named: they make way for the new links.
+        for (const std::string& suffix : suffixes) detail::remove_file(dir / (name + suffix));
+        link_all(stage, name, suffixes, linked);
         detail::fsync_path(dir, true);
-        commit(entries, dropped, mark);
+        suffixes_[name] = suffixes;
+        commit(entries, mark);
       } else {
         // The state names an older checkpoint at this step: name the staging copy meanwhile.
         std::vector<CheckpointEntry> staged = entries;
         staged.back().name = stage;
-        std::vector<std::string> pending = dropped;
-        pending.push_back(name);
-        commit(staged, pending, mark);
+        suffixes_[stage] = suffixes;
+        add_pending(name);
+        commit(staged, mark);
         stage_named = true;
-        remove_prefix_files(name);
-        for (const std::string& d : dropped) remove_prefix_files(d);
-        dropped.clear();
-        link_all(stage, name, suffixes);
+        remove_pending();
+        for (const std::string& suffix : suffixes) detail::remove_file(dir / (name + suffix));
+        suffixes_[name] = suffixes;
+        link_all(stage, name, suffixes, linked);
         detail::fsync_path(dir, true);
-        commit(entries, {}, mark);
+        commit(entries, mark);
         stage_named = false;
       }
-      for (const std::string& d : dropped) remove_prefix_files(d);
+      linked.clear();
+      remove_pending();
       for (const std::string& suffix : suffixes) detail::remove_file_quietly(dir / (stage + suffix));
     } catch (const std::exception& e) {
+      // What this save linked but no state names is provably its own.
+      for (const std::string& file : linked) detail::remove_file_quietly(dir / file);
       if (!stage_named)
         for (const std::string& file : detail::names_starting_with_quietly(dir, stage))
           detail::remove_file_quietly(dir / file);
@@ -258,7 +304,8 @@ class CheckpointManager {
     return dir / name;
   }
 
-  // The checkpoints the state file names, oldest save first.
+  // The checkpoints the state file names, oldest save first: runhooks' own as plain file names
+  // (an absolute spelling of one in this directory included), any other as the state wrote it.
   const std::vector<CheckpointEntry>& checkpoints() const noexcept { return entries_; }
 
   // The newest checkpoint's prefix, if any.
@@ -270,6 +317,22 @@ class CheckpointManager {
  private:
   std::string name_for(std::int64_t step) const {
     return options_.basename + "-" + std::to_string(step);
+  }
+
+  // A state-file entry as this manager spells it: the plain file name when it is a checkpoint of
+  // this directory, else as written (kept in the list, never deleted).
+  std::string own_spelling(const std::string& entry) const {
+    return detail::own_checkpoint_name(key_, entry).value_or(entry);
+  }
+
+  // One entry per checkpoint: a second spelling of one replaces the first.
+  void add_entry(CheckpointEntry entry) {
+    std::erase_if(entries_, [&](const CheckpointEntry& e) { return e.name == entry.name; });
+    entries_.push_back(std::move(entry));
+  }
+
+  void add_pending(const std::string& name) {
+    if (std::find(pending_.begin(), pending_.end(), name) == pending_.end()) pending_.push_back(name);
   }
 
   // Whether `candidate` is ".<name>.tmp-<16 hex digits>".
@@ -313,9 +376,9 @@ class CheckpointManager {
     return dropped;
   }
 
-  // Writes the state naming `entries` (the last is the latest) and records `pending` deletions.
-  void commit(const std::vector<CheckpointEntry>& entries, const std::vector<std::string>& pending,
-              double mark) {
+  // Writes the state naming `entries` (the last is the latest), the pending deletions and the
+  // suffixes of every own checkpoint it names or will delete.
+  void commit(const std::vector<CheckpointEntry>& entries, double mark) {
     CheckpointState state;
     state.model_checkpoint_path = entries.back().name;
     for (const CheckpointEntry& e : entries) {
@@ -323,25 +386,91 @@ class CheckpointManager {
       state.all_model_checkpoint_timestamps.push_back(e.timestamp);
     }
     if (options_.keep_checkpoint_every_n_hours) state.last_preserved_timestamp = mark;
-    state.pending_deletions = pending;
+    std::erase_if(pending_, [&](const std::string& p) {
+      return std::any_of(entries.begin(), entries.end(),
+                         [&](const CheckpointEntry& e) { return e.name == p; });
+    });
+    state.pending_deletions = pending_;
+    std::erase_if(suffixes_, [&](const auto& item) {
+      return std::find(pending_.begin(), pending_.end(), item.first) == pending_.end() &&
+             std::none_of(entries.begin(), entries.end(),
+                          [&](const CheckpointEntry& e) { return e.name == item.first; });
+    });
+    state.file_suffixes = suffixes_;
     write_checkpoint_state(options_.checkpoint_dir, state);
     entries_ = entries;
     latest_ = entries.back().name;
     last_preserved_ = mark;
+    disk_pending_ = pending_;
+  }
+
+  // Deletes the files of every pending checkpoint the state does not name; those that cannot be
+  // deleted stay pending.
+  void remove_pending() {
+    std::erase_if(pending_, [&](const std::string& p) { return !names(p) && remove_checkpoint(p); });
+  }
+
+  // Deletes the files of checkpoint `name` that checkpoint_files.hpp proves are its own. Returns
+  // false when one of them could not be removed (logged; it stays pending).
+  bool remove_checkpoint(const std::string& name) {
+    const std::filesystem::path& dir = options_.checkpoint_dir;
+    if (!detail::is_plain_file_name(name)) {
+      log(Severity::warning, "runhooks: the checkpoint state file of " + detail::quoted_path(dir) +
+                                 " named '" + name + "', which is not a checkpoint in that "
+                                 "directory: its files, if any, are left in place.");
+      return true;
+    }
+    const auto recorded = suffixes_.find(name);
+    const std::vector<std::string> files = detail::checkpoint_files(
+        dir, name, recorded == suffixes_.end() ? std::vector<std::string>{} : recorded->second);
+    bool removed = true;
+    for (const std::string& file : files) {
+      try {
+        detail::remove_file(dir / file);
+      } catch (const CheckpointError& e) {
+        log(Severity::warning, std::string(e.what()) + " (the next save tries again).");
+        removed = false;
+      }
+    }
+    // Name what looks like this checkpoint's yet was not deleted, unless it is another one's
+    // (model.ckpt-40.arrays is not model.ckpt's).
+    const auto another_checkpoints = [&](const std::string& file) {
+      const auto longer = [&](const std::string& other) {
+        return other.size() > name.size() && detail::belongs_to_prefix(file, other);
+      };
+      return std::any_of(pending_.begin(), pending_.end(), longer) ||
+             std::any_of(entries_.begin(), entries_.end(),
+                         [&](const CheckpointEntry& e) { return longer(e.name); });
+    };
+    std::string kept;
+    for (const std::string& file : detail::names_starting_with_quietly(dir, name))
+      if (detail::belongs_to_prefix(file, name) && !detail::is_reserved_file(file) &&
+          std::find(files.begin(), files.end(), file) == files.end() && !another_checkpoints(file))
+        kept += (kept.empty() ? "'" : ", '") + file + "'";
+    if (!kept.empty())
+      log(Severity::warning, "runhooks: deleting checkpoint " + detail::quoted_path(dir / name) +
+                                 " left " + kept + " in place: not a file the backend wrote for "
+                                 "it, nor a TensorFlow checkpoint file.");
+    return removed;
   }
 
   void link_all(const std::string& stage, const std::string& name,
-                const std::vector<std::string>& suffixes) {
+                const std::vector<std::string>& suffixes, std::vector<std::string>& linked) {
     const std::filesystem::path& dir = options_.checkpoint_dir;
     for (const std::string& suffix : suffixes) {
       const std::filesystem::path from = dir / (stage + suffix), to = dir / (name + suffix);
-      if (::link(from.c_str(), to.c_str()) == 0) continue;
+      detail::check_file_operation(to);
+      if (::link(from.c_str(), to.c_str()) == 0) {
+        linked.push_back(name + suffix);
+        continue;
+      }
       const int error = errno;
       if (error != EPERM && error != EXDEV && error != ENOTSUP && error != EMLINK &&
           error != ENOSYS && error != EOPNOTSUPP)
         throw CheckpointError("runhooks: linking " + detail::quoted_path(from) + " to " +
                               detail::quoted_path(to) + ": " + detail::errno_text(error));
       copy_durably(from, to);
+      linked.push_back(name + suffix);
     }
   }
 
@@ -356,18 +485,14 @@ class CheckpointManager {
     }
   }
 
-  // Removes every file of checkpoint `name` (relative to the directory, or absolute).
-  void remove_prefix_files(const std::string& name) {
-    for (const std::filesystem::path& file :
-         detail::files_of_prefix(detail::join_checkpoint_path(options_.checkpoint_dir, name)))
-      detail::remove_file(file);
-  }
-
   double modification_time(const std::string& name, double fallback) const {
-    for (const std::filesystem::path& file :
-         detail::files_of_prefix(detail::join_checkpoint_path(options_.checkpoint_dir, name))) {
+    if (!detail::is_plain_file_name(name)) return fallback;
+    const auto recorded = suffixes_.find(name);
+    for (const std::string& file : detail::checkpoint_files(
+             options_.checkpoint_dir, name,
+             recorded == suffixes_.end() ? std::vector<std::string>{} : recorded->second)) {
       struct stat info {};
-      if (::stat(file.c_str(), &info) == 0)
+      if (::stat((options_.checkpoint_dir / file).c_str(), &info) == 0)
         return static_cast<double>(info.st_mtim.tv_sec) + 1e-9 * static_cast<double>(info.st_mtim.tv_nsec);
     }
     return fallback;
@@ -389,14 +514,13 @@ class CheckpointManager {
 
   // Removes what killed saves left: checkpoints the state records as pending deletion and no
   // longer names; staging files of saves the state does not name, with the final names linked to
-  // them; temporary state files and write probes.
-  void sweep(const CheckpointState& state) {
+  // them (the same inode: provably that save's); temporary state files and write probes.
+  void sweep() {
     const std::filesystem::path& dir = options_.checkpoint_dir;
-    std::set<std::string> named(state.all_model_checkpoint_paths.begin(),
-                                state.all_model_checkpoint_paths.end());
-    if (!state.model_checkpoint_path.empty()) named.insert(state.model_checkpoint_path);
-    for (const std::string& pending : state.pending_deletions)
-      if (!named.count(pending)) remove_prefix_files(pending);
+    remove_pending();
+    std::set<std::string> named;
+    for (const CheckpointEntry& e : entries_) named.insert(e.name);
+    if (latest_) named.insert(*latest_);
     const std::string stage_start = "." + options_.basename + "-";
     for (const std::string& file : detail::names_starting_with(dir, "")) {
       if (file.rfind(std::string(checkpoint_state_filename) + ".tmp-", 0) == 0 ||
@@ -420,8 +544,8 @@ class CheckpointManager {
       if (!named.count(name)) {
         const std::filesystem::path linked = dir / (name + file.substr(stage.size()));
         struct stat a {}, b {};
-        if (::stat((dir / file).c_str(), &a) == 0 && ::stat(linked.c_str(), &b) == 0 &&
-            a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+        if (::lstat((dir / file).c_str(), &a) == 0 && ::lstat(linked.c_str(), &b) == 0 &&
+            S_ISREG(b.st_mode) && a.st_ino == b.st_ino && a.st_dev == b.st_dev)
           detail::remove_file_quietly(linked);
       }
       detail::remove_file_quietly(dir / file);
@@ -429,8 +553,13 @@ class CheckpointManager {
   }
 
   CheckpointManagerOptions options_;
+  std::string key_;  // detail::directory_key of the directory, once open
+  detail::DirectoryLock lock_;
   std::vector<CheckpointEntry> entries_;
   std::optional<std::string> latest_;
+  std::map<std::string, std::vector<std::string>> suffixes_;  // of own checkpoints, named or pending
+  std::vector<std::string> pending_;       // dropped, files maybe still there
+  std::vector<std::string> disk_pending_;  // what the state file on disk records as pending
   double last_preserved_ = 0.0;
   bool opened_ = false;
 };

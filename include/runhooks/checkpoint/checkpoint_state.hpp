@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,15 +37,22 @@ inline constexpr std::string_view checkpoint_state_filename = "checkpoint";
 //
 // Paths are checkpoint prefixes, relative to the directory or absolute. all_model_checkpoint_paths
 // runs from the oldest save to the newest and ends with model_checkpoint_path.
-// pending_deletions is runhooks' own record, kept in comment lines that TensorFlow's parser skips
-// ("# runhooks-delete: \"model.ckpt-50\""): checkpoints this state stopped naming, whose files a
-// saver killed while deleting them leaves behind; the next saver deletes them.
+// pending_deletions and file_suffixes are runhooks' own records, kept in comment lines that
+// TensorFlow's parser skips:
+//   # runhooks-delete: "model.ckpt-50"              checkpoints this state stopped naming, whose
+//                                                    files a saver killed while deleting them
+//                                                    leaves behind; the next saver deletes them;
+//   # runhooks-files: "model.ckpt-200", ".arrays"   the suffixes of the files the backend wrote
+//                                                    for a checkpoint runhooks saved, so that
+//                                                    exactly those are deleted with it (see
+//                                                    checkpoint/detail/checkpoint_files.hpp).
 struct CheckpointState {
   std::string model_checkpoint_path;
   std::vector<std::string> all_model_checkpoint_paths;
   std::vector<double> all_model_checkpoint_timestamps;
   std::optional<double> last_preserved_timestamp;
   std::vector<std::string> pending_deletions;
+  std::map<std::string, std::vector<std::string>> file_suffixes;
 
   friend bool operator==(const CheckpointState&, const CheckpointState&) = default;
 };
@@ -122,6 +130,7 @@ class StateParser {
       if (peek() == ',' || peek() == ';') ++at_;
     }
     state.pending_deletions = std::move(pending_);
+    state.file_suffixes = std::move(file_suffixes_);
     return state;
   }
 
@@ -151,11 +160,27 @@ class StateParser {
     }
   }
 
+  // runhooks' records; other comments are skipped, as TensorFlow does.
   void comment(std::string_view body) {
-    constexpr std::string_view tag = " runhooks-delete: ";
-    if (body.substr(0, tag.size()) != tag) return;
-    StateParser inner(body.substr(tag.size()), file_);
-    pending_.push_back(inner.string_value());
+    constexpr std::string_view remove = " runhooks-delete: ", files = " runhooks-files: ";
+    const bool is_remove = body.substr(0, remove.size()) == remove;
+    if (!is_remove && body.substr(0, files.size()) != files) return;
+    const std::size_t at = static_cast<std::size_t>(body.data() - text_.data()) + remove.size();
+    StateParser inner(text_.substr(0, static_cast<std::size_t>(body.data() - text_.data()) + body.size()),
+                      file_);
+    inner.at_ = is_remove ? at : at - remove.size() + files.size();
+    std::string name = inner.string_value();
+    if (is_remove) {
+      pending_.push_back(std::move(name));
+    } else {
+      std::vector<std::string>& suffixes = file_suffixes_[std::move(name)];
+      while (inner.peek() == ',') {
+        ++inner.at_;
+        inner.skip_space();
+        suffixes.push_back(inner.string_value());
+      }
+    }
+    if (inner.at_ != inner.text_.size()) inner.fail("unexpected text after a runhooks record");
   }
 
   std::string identifier() {
@@ -241,6 +266,7 @@ class StateParser {
   const std::filesystem::path& file_;
   std::size_t at_ = 0;
   std::vector<std::string> pending_;
+  std::map<std::string, std::vector<std::string>> file_suffixes_;
 };
 
 inline std::filesystem::path join_checkpoint_path(const std::filesystem::path& directory,
@@ -252,12 +278,21 @@ inline std::filesystem::path join_checkpoint_path(const std::filesystem::path& d
 }  // namespace detail
 
 // The text TensorFlow's text_format.MessageToString writes for `state`, preceded by one comment
-// line and runhooks' pending_deletions comments.
+// line and runhooks' pending_deletions and file_suffixes comments.
 inline std::string format_checkpoint_state(const CheckpointState& state) {
   std::string out = "# CheckpointState (TensorFlow text format), written by runhooks\n";
   for (const std::string& pending : state.pending_deletions) {
     out += "# runhooks-delete: ";
     detail::append_quoted(out, pending);
+    out += '\n';
+  }
+  for (const auto& [name, suffixes] : state.file_suffixes) {
+    out += "# runhooks-files: ";
+    detail::append_quoted(out, name);
+    for (const std::string& suffix : suffixes) {
+      out += ", ";
+      detail::append_quoted(out, suffix);
+    }
     out += '\n';
   }
   out += "model_checkpoint_path: ";

@@ -29,6 +29,26 @@ namespace runhooks::detail {
 
 inline std::string quoted_path(const std::filesystem::path& path) { return "'" + path.string() + "'"; }
 
+// A seam for the deletion-safety property test (tests/checkpoint/), as LevelDB's fault-injection
+// Env: called before every operation that changes a checkpoint directory (create, write, sync,
+// link, rename, remove, lock). When it returns false the process counts as killed there: a loud
+// operation throws, a quiet one does nothing, and so nothing more reaches the disk. Null, the
+// default, costs one load per system call.
+using FileOperationGate = bool (*)() noexcept;
+inline std::atomic<FileOperationGate>& file_operation_gate() noexcept {
+  static std::atomic<FileOperationGate> gate{nullptr};
+  return gate;
+}
+inline bool file_operation_allowed() noexcept {
+  const FileOperationGate gate = file_operation_gate().load(std::memory_order_relaxed);
+  return gate == nullptr || gate();
+}
+inline void check_file_operation(const std::filesystem::path& path) {
+  if (!file_operation_allowed())
+    throw CheckpointError("runhooks: file operation on " + quoted_path(path) +
+                          " refused by the test gate (a simulated kill).");
+}
+
 inline std::string errno_text(int error) {
   return std::error_code(error, std::generic_category()).message();
 }
@@ -60,6 +80,7 @@ class FileDescriptor {
 
   // Creates (or truncates) a file for writing, mode 0644.
   static FileDescriptor create(const std::filesystem::path& path) {
+    check_file_operation(path);
     int fd;
     do {
       fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -83,6 +104,7 @@ class FileDescriptor {
 
   // Writes all n bytes, retrying short writes and EINTR.
   void write_all(const void* data, std::size_t n) {
+    check_file_operation(path_);
     const auto* bytes = static_cast<const unsigned char*>(data);
     while (n > 0) {
       const ::ssize_t written = ::write(fd_, bytes, n);
@@ -96,6 +118,7 @@ class FileDescriptor {
   }
 
   void sync() {
+    check_file_operation(path_);
     int result;
     do {
       result = ::fsync(fd_);
@@ -155,6 +178,7 @@ inline std::string read_whole_file(const std::filesystem::path& path) {
 
 // rename(2) over an existing file, atomic on POSIX file systems.
 inline void rename_over(const std::filesystem::path& from, const std::filesystem::path& to) {
+  check_file_operation(to);
   if (::rename(from.c_str(), to.c_str()) != 0)
     throw CheckpointError("runhooks: renaming " + quoted_path(from) + " to " + quoted_path(to) +
                           ": " + errno_text(errno));
@@ -162,10 +186,11 @@ inline void rename_over(const std::filesystem::path& from, const std::filesystem
 
 // Removes a file; a missing one is not an error.
 inline void remove_file(const std::filesystem::path& path) {
+  check_file_operation(path);
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) throw_file_error("removing", path, errno);
 }
 inline void remove_file_quietly(const std::filesystem::path& path) noexcept {
-  (void)::unlink(path.c_str());
+  if (file_operation_allowed()) (void)::unlink(path.c_str());
 }
 
 // 16 lowercase hex digits, different in every call of every process: names of temporary files.

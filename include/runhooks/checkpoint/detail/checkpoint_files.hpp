@@ -1,0 +1,115 @@
+// Which files are one checkpoint's: the rule that retention and clean-up delete by. The state file
+// is untrusted input (TensorFlow writes absolute paths and un-stepped prefixes; a damaged or
+// hostile one can name anything), so nothing it says is deleted unless it is provably one
+// checkpoint's file inside the checkpoint directory:
+//   - the name is a plain file name in the directory: relative without '/', or absolute with the
+//     directory as its parent (symbolic links resolved); "", ".", "..", "../x", "sub/x",
+//     "/elsewhere/x" and "<dir>/" are not;
+//   - a file of it is named exactly <name><suffix>, the suffix being TensorFlow's (.index,
+//     .data-NNNNN-of-NNNNN, .meta), one of runhooks' own backends' (.arrays, .pt), or one the
+//     backend wrote at save time, recorded in the state file (# runhooks-files lines);
+//   - it is a regular file or a symbolic link (unlinking a link never touches its target), and not
+//     the state file or the directory's lock.
+// Never "every name that starts with the prefix": model.ckpt-40.arrays is not model.ckpt's.
+#pragma once
+
+#include <runhooks/detail/config.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include <sys/stat.h>
+
+#include <runhooks/checkpoint/detail/durable_files.hpp>
+
+namespace runhooks::detail {
+
+// The lock file that makes one process the directory's writer (directory_lock.hpp).
+inline constexpr std::string_view checkpoint_lock_filename = ".runhooks-lock";
+
+// One spelling per directory: absolute, symbolic links resolved as far as the path exists.
+inline std::string directory_key(const std::filesystem::path& directory) {
+  std::error_code error;
+  std::filesystem::path absolute = std::filesystem::absolute(directory, error);
+  if (error) return directory.lexically_normal().string();
+  std::filesystem::path canonical = std::filesystem::weakly_canonical(absolute, error);
+  std::string key = (error ? absolute.lexically_normal() : canonical).string();
+  while (key.size() > 1 && key.back() == '/') key.pop_back();
+  return key;
+}
+
+// Whether `name` can be a file of this directory at all: one path component, not "." or "..".
+inline bool is_plain_file_name(std::string_view name) noexcept {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos &&
+         name.find('\0') == std::string_view::npos;
+}
+
+// A state-file entry as a checkpoint of the directory whose directory_key() is `key`: its plain
+// file name; std::nullopt when the entry is anything else (see the rule at the top).
+inline std::optional<std::string> own_checkpoint_name(const std::string& key, std::string_view entry) {
+  if (entry.find('\0') != std::string_view::npos) return std::nullopt;
+  if (entry.empty() || entry.front() != '/')
+    return is_plain_file_name(entry) ? std::optional<std::string>(entry) : std::nullopt;
+  const std::filesystem::path path(entry);
+  const std::string file = path.filename().string();
+  if (!is_plain_file_name(file)) return std::nullopt;
+  if (directory_key(path.parent_path()) != key) return std::nullopt;
+  return file;
+}
+
+// TensorFlow's V2 checkpoint suffixes (Saver and tf.train.Checkpoint: .index, .data-NNNNN-of-NNNNN,
+// .meta) and those of runhooks' own backends (FlatArrayWriter's .arrays in the examples,
+// TorchBackend's .pt).
+inline bool is_known_checkpoint_suffix(std::string_view suffix) noexcept {
+  if (suffix == ".index" || suffix == ".meta" || suffix == ".arrays" || suffix == ".pt") return true;
+  constexpr std::string_view data = ".data-", of = "-of-";
+  if (suffix.size() != data.size() + 5 + of.size() + 5 || suffix.substr(0, data.size()) != data ||
+      suffix.substr(data.size() + 5, of.size()) != of)
+    return false;
+  const auto digits = [](std::string_view s) {
+    return std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  return digits(suffix.substr(data.size(), 5)) && digits(suffix.substr(data.size() + 5 + of.size()));
+}
+
+// Whether `suffix` can follow a checkpoint prefix: no '/', and not a digit first
+// (model.ckpt-1 followed by "0.arrays" is model.ckpt-10's file).
+inline bool is_valid_checkpoint_suffix(std::string_view suffix) noexcept {
+  return suffix.find('/') == std::string_view::npos && suffix.find('\0') == std::string_view::npos &&
+         (suffix.empty() || !(suffix.front() >= '0' && suffix.front() <= '9'));
+}
+
+// Files runhooks never deletes through a checkpoint name: the state file, its temporary copies,
+// and the lock.
+inline bool is_reserved_file(std::string_view file) noexcept {
+  constexpr std::string_view state = "checkpoint";
+  return file == state || file == checkpoint_lock_filename ||
+         (file.size() > state.size() && file.substr(0, state.size()) == state &&
+          file.substr(state.size(), 5) == ".tmp-");
+}
+
+// The files of own checkpoint `name` present in `directory` (file names, sorted): <name><suffix>
+// for a known suffix or one of `recorded`, regular files and symbolic links only, never a
+// reserved file.
+inline std::vector<std::string> checkpoint_files(const std::filesystem::path& directory,
+                                                 const std::string& name,
+                                                 const std::vector<std::string>& recorded) {
+  std::vector<std::string> files;
+  for (std::string& file : names_starting_with(directory, name)) {
+    const std::string_view suffix = std::string_view(file).substr(name.size());
+    const bool named = is_known_checkpoint_suffix(suffix) ||
+                       std::find(recorded.begin(), recorded.end(), suffix) != recorded.end();
+    if (!named || !is_valid_checkpoint_suffix(suffix) || is_reserved_file(file)) continue;
+    struct stat info {};
+    if (::lstat((directory / file).c_str(), &info) != 0) continue;
+    if (S_ISREG(info.st_mode) || S_ISLNK(info.st_mode)) files.push_back(std::move(file));
+  }
+  return files;
+}
+
+}  // namespace runhooks::detail
