@@ -145,6 +145,92 @@ TEST_CASE("EarlyStopping: begin() starts over; the stop is a clean end") {
   CHECK(ended);
 }
 
+// Issue 17, item 6. Keras' on_epoch_end, worked by hand: best starts at +inf (min) or -inf
+// (max) and `ops.less(nan - min_delta, best)` is false, so a NaN is a check without improvement.
+namespace {
+constexpr double nan_value = std::numeric_limits<double>::quiet_NaN();
+constexpr double inf_value = std::numeric_limits<double>::infinity();
+}  // namespace
+
+TEST_CASE("EarlyStopping: a first NaN is no best; NaN, 1, 0.5, 0.25, ... runs all 8 checks") {
+  fakes::LogCapture capture;
+  EarlyStoppingHook<ValLoss> hook({.patience = 2});
+  // Keras: NaN (wait 1, no stop at epoch 0), then each value halves the best and resets wait.
+  CHECK(checks_until_stop(hook, {nan_value, 1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625}) ==
+        8);
+  CHECK_FALSE(hook.stopped_step().has_value());
+  CHECK(hook.best() == 0.015625);
+  CHECK(hook.best_step() == 8);
+  CHECK(hook.wait() == 0);
+  CHECK(capture.lines().empty());
+}
+
+TEST_CASE("EarlyStopping: mode max, a first NaN is no best either") {
+  fakes::LogCapture capture;
+  EarlyStoppingHook<ValLoss> hook({.mode = MetricMode::max, .patience = 1});
+  CHECK(checks_until_stop(hook, {nan_value, 0.5, 0.75, 0.875}) == 4);
+  CHECK_FALSE(hook.stopped_step().has_value());
+  CHECK(hook.best() == 0.875);
+}
+
+TEST_CASE("EarlyStopping: a NaN later on counts toward the patience like any non-improvement") {
+  fakes::LogCapture capture;
+  EarlyStoppingHook<ValLoss> hook({.patience = 2});
+  // 1 best (wait 0); NaN wait 1; NaN wait 2 >= 2: stop at the third check, best still 1.
+  CHECK(checks_until_stop(hook, {1.0, nan_value, nan_value, 0.5}) == 3);
+  CHECK(hook.stopped_step() == 3);
+  CHECK(hook.best() == 1.0);
+  CHECK(hook.best_step() == 1);
+  // One NaN between improvements costs one check of patience and no more.
+  EarlyStoppingHook<ValLoss> once({.patience = 2});
+  CHECK(checks_until_stop(once, {1.0, nan_value, 0.5, nan_value, 0.25, nan_value}) == 6);
+  CHECK_FALSE(once.stopped_step().has_value());
+  CHECK(once.best() == 0.25);
+}
+
+TEST_CASE("EarlyStopping: a metric that is always NaN stops after patience checks and says so") {
+  fakes::LogCapture capture;
+  EarlyStoppingHook<ValLoss> hook({.patience = 3});
+  CHECK(checks_until_stop(hook, std::vector<double>(6, nan_value)) == 3);
+  CHECK(hook.stopped_step() == 3);
+  CHECK_FALSE(hook.best().has_value());
+  CHECK_FALSE(hook.best_step().has_value());
+  CHECK(capture.lines() ==
+        std::vector<std::string>{"EarlyStoppingHook: stopping at global step 3: val_loss was "
+                                 "NaN or +inf at each of its 3 checks (patience 3), so it has "
+                                 "no best."});
+  // Keras never stops at its first check, whatever the patience.
+  EarlyStoppingHook<ValLoss> impatient({.patience = 0});
+  CHECK(checks_until_stop(impatient, {nan_value, nan_value, nan_value}) == 2);
+  EarlyStoppingHook<ValLoss> max_mode({.mode = MetricMode::max, .patience = 1});
+  CHECK(checks_until_stop(max_mode, {nan_value, -inf_value, nan_value}) == 2);
+  CHECK(capture.contains("val_loss was NaN or -inf at each of its 2 checks (patience 1)"));
+}
+
+TEST_CASE("EarlyStopping: +inf is no improvement in mode min, a finite value after it is") {
+  fakes::LogCapture capture;
+  EarlyStoppingHook<ValLoss> hook({.patience = 1});
+  CHECK(checks_until_stop(hook, {inf_value, 3.0, 2.0}) == 3);
+  CHECK_FALSE(hook.stopped_step().has_value());
+  CHECK(hook.best() == 2.0);
+  // -inf is the best a loss can be: nothing improves on it.
+  EarlyStoppingHook<ValLoss> floor({.patience = 1});
+  CHECK(checks_until_stop(floor, {-inf_value, 0.0, 0.0}) == 2);
+  CHECK(floor.best() == -inf_value);
+}
+
+TEST_CASE("EarlyStopping: begin() forgets the best, back to no value at all") {
+  fakes::LogCapture capture;
+  EarlyStoppingHook<ValLoss> hook({.patience = 2});
+  CHECK(checks_until_stop(hook, {0.5, 0.25}) == 2);
+  CHECK(hook.best() == 0.25);
+  // A new session: the old best 0.25 must not make 1.0 a non-improvement.
+  CHECK(checks_until_stop(hook, {nan_value, 1.0, 0.75, 0.5}) == 4);
+  CHECK_FALSE(hook.stopped_step().has_value());
+  CHECK(hook.best() == 0.5);
+  CHECK(hook.best_step() == 4);
+}
+
 TEST_CASE("EarlyStopping: options are validated") {
   using O = runhooks::EarlyStoppingOptions;
   CHECK_THROWS_WITH_AS((O{.min_delta = -0.1}.validate()),

@@ -18,6 +18,8 @@ Two more kinds of line may follow the first, in the same leading block of commen
                                a -std= among them replaces the command's -std=
     // first-error: <text>     the first error the compiler reports must contain <text>:
                                the case fails if another error comes before it
+    // max-lines: <n>          the compiler's output is at most <n> lines: the diagnostic is
+                               the whole message, not the first of many
 """
 
 import re
@@ -28,6 +30,7 @@ import sys
 EXPECT_PREFIX = "// expect:"
 FLAGS_PREFIX = "// flags:"
 FIRST_ERROR_PREFIX = "// first-error:"
+MAX_LINES_PREFIX = "// max-lines:"
 
 # A diagnostic line of GCC or Clang that reports an error: `file:line:col: error: ...`,
 # `fatal error: ...`, or `error: ...` at the start of a line (e.g. from the driver).
@@ -35,12 +38,13 @@ ERROR_LINE = re.compile(r"(^|: )(fatal )?error: ")
 
 
 def directives(path):
-    """The leading `// expect:`, `// flags:` and `// first-error:` lines of a case.
+    """The leading `// expect:`, `// flags:`, `// first-error:` and `// max-lines:` lines.
 
-    Returns (expected texts, extra compiler arguments, first-error texts). Reading stops at the
-    first line that is none of these; the first line must be `// expect:` (checked by main).
+    Returns (expected texts, extra compiler arguments, first-error texts, the line limit or
+    None). Reading stops at the first line that is none of these; the first line must be
+    `// expect:` (checked by main). A limit that is not a positive integer raises ValueError.
     """
-    expected, flags, first_errors = [], [], []
+    expected, flags, first_errors, max_lines = [], [], [], None
     with open(path, encoding="utf-8") as source:
         for line in source:
             line = line.strip()
@@ -51,10 +55,17 @@ def directives(path):
                         into.append(text)
                     break
             else:
-                if not line.startswith(FLAGS_PREFIX):
+                if line.startswith(MAX_LINES_PREFIX):
+                    text = line[len(MAX_LINES_PREFIX):].strip()
+                    if not text.isdigit() or int(text) < 1:
+                        raise ValueError(f"{path}: `{MAX_LINES_PREFIX}` needs a positive "
+                                         f"integer, got {text!r}")
+                    max_lines = int(text)
+                elif line.startswith(FLAGS_PREFIX):
+                    flags += shlex.split(line[len(FLAGS_PREFIX):])
+                else:
                     break
-                flags += shlex.split(line[len(FLAGS_PREFIX):])
-    return expected, flags, first_errors
+    return expected, flags, first_errors, max_lines
 
 
 def with_flags(command, flags):
@@ -76,7 +87,11 @@ def main(argv):
     case = argv[1]
     with open(case, encoding="utf-8") as source:
         first_line = source.readline().strip()
-    expected, flags, first_errors = directives(case)
+    try:
+        expected, flags, first_errors, max_lines = directives(case)
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return 1
     if not first_line.startswith(EXPECT_PREFIX) or not expected:
         print(f"{case}: the first line must be `{EXPECT_PREFIX} <text>`", file=sys.stderr)
         return 1
@@ -115,6 +130,10 @@ def main(argv):
     for text in first_errors:
         if first_error is None or text not in first_error:
             return fail(f"the first error is not the one with {text!r}: {first_error!r}")
+    if max_lines is not None and len(output.splitlines()) > max_lines:
+        return fail(f"the compiler printed {len(output.splitlines())} lines, more than the "
+                    f"{max_lines} of `{MAX_LINES_PREFIX} {max_lines}`: it went on after the "
+                    "expected error")
     print(f"ok {case}: fails to compile with " + "; ".join(repr(t) for t in expected))
     return 0
 

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Runs event_reader_fuzz for a fixed time on a fresh seed corpus made by make_event_seeds.
+"""Runs a libFuzzer target for a fixed time on a fresh seed corpus made by its seed maker.
 
 Usage: run_fuzz.py --fuzzer EXE --seed-maker EXE --work DIR [--max-total-time SECONDS]
                    [-- LIBFUZZER_ARG...]
 
-Under DIR: seeds/ (remade on every run), corpus/ (what libFuzzer found; kept, so later runs
+Targets: event_reader_fuzz (seeds: make_event_seeds) and histogram_fuzz (seeds:
+make_histogram_seeds; pass -dict=tests/fuzz/histogram.dict after --, as tests/fuzz/meson.build
+does). Under DIR: seeds/ (remade on every run), corpus/ (what libFuzzer found; kept, so later runs
 start from it) and artifacts/ (an input that crashed, leaked, hung or allocated too much).
 Ends with the line `fuzz executions: N in S s` and exits with libFuzzer's status; on a
 failure it prints the command that replays the input.
@@ -20,7 +22,8 @@ import time
 
 # -timeout: one input running longer than this is a hang. -malloc_limit_mb: a single
 # allocation this large is a failure even where it would succeed, which is what catches a
-# length field taken at its word; the reader never needs more than 64 KiB per record piece.
+# length field taken at its word; the reader never needs more than 64 KiB per record piece, and
+# histogram_fuzz no more than its 12 KiB of buckets.
 LIBFUZZER_ARGS = [
     "-timeout=10",
     "-rss_limit_mb=1024",

@@ -175,6 +175,7 @@ class CheckpointManager {
     latest_.reset();
     suffixes_.clear();
     pending_.clear();
+    disk_pending_.clear();
     const std::optional<CheckpointState> state = read_checkpoint_state(dir);
     if (state) {
       const std::size_t n = state->all_model_checkpoint_paths.size();
@@ -196,12 +197,14 @@ class CheckpointManager {
           if (detail::is_valid_checkpoint_suffix(suffix) && !detail::is_reserved_file(*own + suffix))
             kept.push_back(suffix);
       }
-      for (const std::string& pending : state->pending_deletions)
-        add_pending(own_spelling(pending));
+      // A name the state still lists is not pending deletion, whatever a damaged line says.
+      for (const std::string& pending : state->pending_deletions) {
+        disk_pending_.push_back(own_spelling(pending));
+        if (!names(disk_pending_.back())) add_pending(disk_pending_.back());
+      }
     } else {
       last_preserved_ = now;
     }
-    disk_pending_ = pending_;
     sweep();
     opened_ = true;
   }
@@ -331,6 +334,12 @@ class CheckpointManager {
     entries_.push_back(std::move(entry));
   }
 
+  // The suffixes of the files the backend wrote for `name` at save time; nullptr without a record.
+  const std::vector<std::string>* recorded_suffixes(const std::string& name) const {
+    const auto found = suffixes_.find(name);
+    return found == suffixes_.end() ? nullptr : &found->second;
+  }
+
   void add_pending(const std::string& name) {
     if (std::find(pending_.begin(), pending_.end(), name) == pending_.end()) pending_.push_back(name);
   }
@@ -420,9 +429,7 @@ class CheckpointManager {
                                  "directory: its files, if any, are left in place.");
       return true;
     }
-    const auto recorded = suffixes_.find(name);
-    const std::vector<std::string> files = detail::checkpoint_files(
-        dir, name, recorded == suffixes_.end() ? std::vector<std::string>{} : recorded->second);
+    const std::vector<std::string> files = detail::checkpoint_files(dir, name, recorded_suffixes(name));
     bool removed = true;
     for (const std::string& file : files) {
       try {
@@ -487,10 +494,8 @@ class CheckpointManager {
 
   double modification_time(const std::string& name, double fallback) const {
     if (!detail::is_plain_file_name(name)) return fallback;
-    const auto recorded = suffixes_.find(name);
-    for (const std::string& file : detail::checkpoint_files(
-             options_.checkpoint_dir, name,
-             recorded == suffixes_.end() ? std::vector<std::string>{} : recorded->second)) {
+    for (const std::string& file :
+         detail::checkpoint_files(options_.checkpoint_dir, name, recorded_suffixes(name))) {
       struct stat info {};
       if (::stat((options_.checkpoint_dir / file).c_str(), &info) == 0)
         return static_cast<double>(info.st_mtim.tv_sec) + 1e-9 * static_cast<double>(info.st_mtim.tv_nsec);

@@ -52,7 +52,7 @@ struct CheckpointState {
   std::vector<double> all_model_checkpoint_timestamps;
   std::optional<double> last_preserved_timestamp;
   std::vector<std::string> pending_deletions;
-  std::map<std::string, std::vector<std::string>> file_suffixes;
+  std::map<std::string, std::vector<std::string>> file_suffixes{};
 
   friend bool operator==(const CheckpointState&, const CheckpointState&) = default;
 };

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -70,11 +71,18 @@ struct EarlyStoppingOptions {
 // every_n_iter runs the hook fetches MetricKey and makes one check, Keras' on_epoch_end: the
 // counter `wait` goes up by one; a value that improves on the best so far (by more than
 // min_delta: value + min_delta < best in min mode, value - min_delta > best in max mode; the
-// first checked value always does) becomes the best, and restarts `wait` if there is no
-// baseline or the value also improves on it; otherwise, once wait >= patience and this is not
-// the first check, the hook requests a stop (a clean end: every end() runs) and logs why:
+// best starts at +inf in min mode and -inf in max mode, as in Keras) becomes the best, and
+// restarts `wait` if there is no baseline or the value also improves on it; otherwise, once
+// wait >= patience and this is not the first check, the hook requests a stop (a clean end:
+// every end() runs) and logs why:
 //   EarlyStoppingHook: stopping at global step 1200: val_loss did not improve on its best
 //   (0.25 at global step 900) by more than 0.001 in 3 checks (patience 3).
+// A NaN never improves (Keras: ops.less(nan, best) is false): it counts toward the patience like
+// any value that does not improve, so a first NaN cannot become a best that nothing beats, and
+// a metric that is NaN at every check stops the run after `patience` checks (at the second
+// check at the earliest), saying so:
+//   EarlyStoppingHook: stopping at global step 3: val_loss was NaN or +inf at each of its 3
+//   checks (patience 3), so it has no best.
 // begin() starts over. The metric is fetched only on the check runs (runhooks::fetch<K>(false)
 // otherwise): per silent step, one compare and one decrement.
 //
@@ -97,7 +105,7 @@ class EarlyStoppingHook {
   void begin() {
     wait_ = 0;
     checks_ = 0;
-    best_.reset();
+    best_ = worst();
     best_step_.reset();
     stopped_step_.reset();
     runs_to_check_ = options_.every_n_iter;
@@ -130,8 +138,12 @@ class EarlyStoppingHook {
   }
 
   const EarlyStoppingOptions& options() const noexcept { return options_; }
-  // Keras' state: the best value so far, `wait`, and the checks made since begin().
-  std::optional<double> best() const noexcept { return best_; }
+  // Keras' state: the best value so far (empty while no checked value has improved on the
+  // starting +-inf: none checked yet, or each was NaN or the wrong infinity), `wait`, and the
+  // checks made since begin().
+  std::optional<double> best() const noexcept {
+    return best_step_ ? std::optional<double>(best_) : std::nullopt;
+  }
   std::optional<std::int64_t> best_step() const noexcept { return best_step_; }
   std::int64_t wait() const noexcept { return wait_; }
   std::int64_t checks() const noexcept { return checks_; }
@@ -139,6 +151,13 @@ class EarlyStoppingHook {
   std::optional<std::int64_t> stopped_step() const noexcept { return stopped_step_; }
 
  private:
+  // Keras' starting best: every finite value improves on it.
+  double worst() const noexcept {
+    return options_.mode == MetricMode::min ? std::numeric_limits<double>::infinity()
+                                            : -std::numeric_limits<double>::infinity();
+  }
+
+  // False whenever value is NaN.
   bool improves(double value, double reference) const noexcept {
     return options_.mode == MetricMode::min ? value + options_.min_delta < reference
                                             : value - options_.min_delta > reference;
@@ -151,7 +170,7 @@ class EarlyStoppingHook {
     const std::int64_t check_index = checks_++;
     if (check_index < options_.start_from_check) return false;
     ++wait_;
-    if (!best_ || improves(value, *best_)) {
+    if (improves(value, best_)) {
       best_ = value;
       best_step_ = step;
       if (!options_.baseline || improves(value, *options_.baseline)) wait_ = 0;
@@ -168,10 +187,17 @@ class EarlyStoppingHook {
   std::string reason(std::int64_t step) const {
     const std::string name(key_name<MetricKey>());
     std::string line = "EarlyStoppingHook: stopping at global step " + std::to_string(step) +
-                       ": " + name + " did not improve on its best (" +
-                       detail::format_number(*best_) + " at global step " +
-                       std::to_string(*best_step_) + ")";
-    if (options_.baseline && !improves(*best_, *options_.baseline))
+                       ": " + name;
+    if (!best_step_) {
+      // Nothing improved on the starting +-inf, which is no value of the metric to report.
+      line += std::string(" was NaN or ") + (options_.mode == MetricMode::min ? "+inf" : "-inf") +
+              " at each of its " + std::to_string(wait_) + " checks (patience " +
+              std::to_string(options_.patience) + "), so it has no best.";
+      return line;
+    }
+    line += " did not improve on its best (" + detail::format_number(best_) +
+            " at global step " + std::to_string(*best_step_) + ")";
+    if (options_.baseline && !improves(best_, *options_.baseline))
       line += " nor on the baseline " + detail::format_number(*options_.baseline);
     line += " by more than " + detail::format_number(options_.min_delta) + " in " +
             std::to_string(wait_) + " checks (patience " + std::to_string(options_.patience) +
@@ -183,7 +209,7 @@ class EarlyStoppingHook {
   std::int64_t runs_to_check_;
   std::int64_t wait_ = 0;
   std::int64_t checks_ = 0;
-  std::optional<double> best_{};
+  double best_ = worst();
   std::optional<std::int64_t> best_step_{};
   std::optional<std::int64_t> stopped_step_{};
 };

@@ -75,17 +75,36 @@ inline void put_packed_doubles(std::string& out, std::uint32_t field, std::span<
 // whose limit is the first one above it, and keeps min, max, count, sum and sum of squares.
 // encode() is TensorFlow's EncodeToProto(proto, preserve_zero_buckets = false): runs of empty
 // buckets collapse into one, and an empty histogram has one bucket (DBL_MAX, 0). TensorBoard's
-// histogram dashboards read it. The values are TensorFlow's bit for bit (tests/fixtures).
+// histogram dashboards read it. For finite values below DBL_MAX the values are TensorFlow's bit
+// for bit (tests/fixtures).
+//
+// Every double is safe to add (tests/histogram.cpp, tests/fuzz/histogram_fuzz.cpp):
+//   - DBL_MAX and +inf count in the last bucket (limit DBL_MAX, closed above), -inf in the first
+//     (limit -DBL_MAX), as in TensorFlow; min and max are the least and greatest value added,
+//     +-inf included; num, sum and sum_squares take them as any value, so sum is +-inf, or NaN
+//     once both infinities came.
+//   - NaN is ignored: no bucket, no count, min/max/sum unchanged; nan_count() says how many.
+// Differs from TensorFlow: its Add() indexes one past its buckets for DBL_MAX, +inf and NaN (its
+// summary ops reject NaN and infinities first, as SummarySaverHook does; DBL_MAX gets through).
+// Finite sums can still overflow to +-inf (sum_squares from |value| > 1e154), as in TensorFlow.
 class Histogram {
  public:
   Histogram() : buckets_(detail::default_bucket_limits().size(), 0.0) {}
 
   void add(double value) {
+    if (std::isnan(value)) [[unlikely]] {
+      ++nan_count_;
+      return;
+    }
     const std::vector<double>& limits = detail::default_bucket_limits();
-    const auto bucket = std::upper_bound(limits.begin(), limits.end(), value) - limits.begin();
+    // upper_bound is end() for DBL_MAX and +inf: they belong to the last bucket, which is
+    // closed above.
+    const auto above = std::upper_bound(limits.begin(), limits.end(), value);
+    const auto bucket = std::min(above - limits.begin(), std::ptrdiff_t(limits.size()) - 1);
     buckets_[static_cast<std::size_t>(bucket)] += 1.0;
-    if (min_ > value) min_ = value;
-    if (max_ < value) max_ = value;
+    // The first value sets both, or +inf alone would leave min at its DBL_MAX start.
+    if (min_ > value || num_ == 0.0) min_ = value;
+    if (max_ < value || num_ == 0.0) max_ = value;
     num_ += 1.0;
     sum_ += value;
     sum_squares_ += value * value;
@@ -96,6 +115,8 @@ class Histogram {
   double num() const noexcept { return num_; }
   double sum() const noexcept { return sum_; }
   double sum_squares() const noexcept { return sum_squares_; }
+  // The NaNs add() was given and ignored; not part of the proto.
+  std::uint64_t nan_count() const noexcept { return nan_count_; }
 
   // The buckets as the proto holds them: (limit, count) pairs after collapsing empty runs.
   struct Buckets {
@@ -147,6 +168,7 @@ class Histogram {
   double num_ = 0.0;
   double sum_ = 0.0;
   double sum_squares_ = 0.0;
+  std::uint64_t nan_count_ = 0;
 };
 
 // A Summary proto built value by value, as tf.compat.v1.summary.merge_all() merges its values

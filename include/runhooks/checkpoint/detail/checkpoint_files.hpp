@@ -5,9 +5,10 @@
 //   - the name is a plain file name in the directory: relative without '/', or absolute with the
 //     directory as its parent (symbolic links resolved); "", ".", "..", "../x", "sub/x",
 //     "/elsewhere/x" and "<dir>/" are not;
-//   - a file of it is named exactly <name><suffix>, the suffix being TensorFlow's (.index,
-//     .data-NNNNN-of-NNNNN, .meta), one of runhooks' own backends' (.arrays, .pt), or one the
-//     backend wrote at save time, recorded in the state file (# runhooks-files lines);
+//   - a file of it is named exactly <name><suffix>: for a checkpoint runhooks saved, a suffix the
+//     backend wrote at save time, recorded in the state file (# runhooks-files lines); for any
+//     other (TensorFlow's, or one whose record is gone), TensorFlow's suffixes (.index,
+//     .data-NNNNN-of-NNNNN, .meta) and runhooks' own backends' (.arrays, .pt);
 //   - it is a regular file or a symbolic link (unlinking a link never touches its target), and not
 //     the state file or the directory's lock.
 // Never "every name that starts with the prefix": model.ckpt-40.arrays is not model.ckpt's.
@@ -94,16 +95,17 @@ inline bool is_reserved_file(std::string_view file) noexcept {
 }
 
 // The files of own checkpoint `name` present in `directory` (file names, sorted): <name><suffix>
-// for a known suffix or one of `recorded`, regular files and symbolic links only, never a
-// reserved file.
+// for each suffix `recorded` at save time, or without a record for each known suffix; regular
+// files and symbolic links only, never a reserved file.
 inline std::vector<std::string> checkpoint_files(const std::filesystem::path& directory,
                                                  const std::string& name,
-                                                 const std::vector<std::string>& recorded) {
+                                                 const std::vector<std::string>* recorded) {
   std::vector<std::string> files;
   for (std::string& file : names_starting_with(directory, name)) {
     const std::string_view suffix = std::string_view(file).substr(name.size());
-    const bool named = is_known_checkpoint_suffix(suffix) ||
-                       std::find(recorded.begin(), recorded.end(), suffix) != recorded.end();
+    const bool named = recorded == nullptr
+                           ? is_known_checkpoint_suffix(suffix)
+                           : std::find(recorded->begin(), recorded->end(), suffix) != recorded->end();
     if (!named || !is_valid_checkpoint_suffix(suffix) || is_reserved_file(file)) continue;
     struct stat info {};
     if (::lstat((directory / file).c_str(), &info) != 0) continue;
