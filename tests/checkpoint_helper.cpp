@@ -3,6 +3,7 @@
 //
 //   checkpoint_helper --checkpoint-dir DIR --steps N [--save-steps K] [--async] [--extra N]
 //                     [--step-us U] [--fsize-limit BYTES [--fsize-limit-at-step S]]
+//                     [--start-fresh]
 //   checkpoint_helper --print-state DIR
 //
 // --print-state prints what runhooks reads from DIR's state file: "model_checkpoint_path P",
@@ -13,6 +14,9 @@
 // default 3; max_to_keep 3; asynchronous with --async). --extra adds N doubles of state; --step-us
 // sleeps U microseconds per step. --fsize-limit sets RLIMIT_FSIZE (SIGXFSZ ignored, so a write
 // past it fails with EFBIG) at the start, or once a save at step S or later is durable.
+// --start-fresh sets ChiefSessionOptions::start_fresh: the first backend starts at step 0 whatever
+// DIR holds (tests/checkpoint_tf_directories.py: a directory whose latest checkpoint is
+// TensorFlow's, which the demo backend cannot read).
 // Writes one line per event to stdout, each in one write(2): "resumed S" once the session is
 // created, "saved S" once a save is durable, "end checkpoint S" and "end reporter S" from the
 // end() of the hooks, "finished S" and "signal NAME" at the end. Exit status 0; 2 for bad usage;
@@ -111,7 +115,7 @@ int main(int argc, char** argv) {
   std::int64_t steps = -1, save_steps = 3, step_us = 0, limit_at_step = -1;
   std::size_t extra = 0;
   std::int64_t fsize_limit = -1;
-  bool async = false;
+  bool async = false, start_fresh = false;
   if (argc == 3 && std::string_view(argv[1]) == "--print-state") {
     try {
       const auto state = runhooks::get_checkpoint_state(argv[2]);
@@ -139,6 +143,7 @@ int main(int argc, char** argv) {
     else if (arg == "--steps") steps = std::stoll(value());
     else if (arg == "--save-steps") save_steps = std::stoll(value());
     else if (arg == "--async") async = true;
+    else if (arg == "--start-fresh") start_fresh = true;
     else if (arg == "--extra") extra = std::stoul(value());
     else if (arg == "--step-us") step_us = std::stoll(value());
     else if (arg == "--fsize-limit") fsize_limit = std::stoll(value());
@@ -152,7 +157,7 @@ int main(int argc, char** argv) {
   try {
     runhooks::MonitoredSession session{
         runhooks::ChiefSessionCreator([extra] { return make_backend(extra); },
-                                      {.checkpoint_dir = dir}),
+                                      {.checkpoint_dir = dir, .start_fresh = start_fresh}),
         runhooks::StopAtStepHook({.last_step = steps}),
         runhooks::SignalStopHook{},
         runhooks::CheckpointSaverHook({.checkpoint_dir = dir,
