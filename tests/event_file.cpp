@@ -88,7 +88,7 @@ std::string bytes_of(std::initializer_list<std::uint8_t> bytes) {
 }
 
 Event scalar_event(double wall_time, std::int64_t step, std::string tag, float value) {
-  return Event{wall_time, step, "", "", {SummaryValue{std::move(tag), value}}};
+  return Event{wall_time, step, "", "", {SummaryValue{std::move(tag), value}}, {}};
 }
 
 }  // namespace
@@ -162,13 +162,65 @@ TEST_CASE("read_event_file returns what EventFileWriter wrote") {
   writer.close();
 
   const std::vector<Event> expected{
-    Event{1700000000.0, 0, "brain.Event:2", "runhooks", {}},
+    Event{1700000000.0, 0, "brain.Event:2", "runhooks", {}, {}},
     scalar_event(1700000000.25, 10, "global_step/sec", 12.75F),
     scalar_event(1700000000.5, 20, "global_step/sec", 3.0e-7F),
     scalar_event(1700000000.75, 4'000'000'000'000, "bar/foo/sec", -1.0e30F),
     scalar_event(1700000001.0, 0, "", 0.0F),
   };
   CHECK(runhooks::read_event_file(writer.path()) == expected);
+}
+
+TEST_CASE("session logs: the bytes protobuf serialises; one START per session; read back") {
+  // event_pb2.Event(wall_time, step, session_log=SessionLog(...)).SerializeToString(), TensorBoard's
+  // copy of tensorflow/core/util/event.proto: START at step 1, then CHECKPOINT at step 40.
+  const std::string start = bytes_of({0x09, 0x00, 0x00, 0x20, 0x40, 0xfc, 0x54, 0xd9, 0x41, 0x10,
+                                      0x01, 0x3a, 0x02, 0x08, 0x01});
+  const std::string checkpoint = bytes_of({
+    0x09, 0x00, 0x00, 0x50, 0x40, 0xfc, 0x54, 0xd9, 0x41, 0x10, 0x28, 0x3a, 0x17, 0x08, 0x03, 0x12,
+    0x13, 0x2f, 0x61, 0x62, 0x73, 0x2f, 0x64, 0x69, 0x72, 0x2f, 0x6d, 0x6f, 0x64, 0x65, 0x6c, 0x2e,
+    0x63, 0x6b, 0x70, 0x74,
+  });
+  const TempDir dir;
+  EventFileWriter writer(dir.path(), scripted_clock({1700000000000, 1700000000500, 1700000001250,
+                                                     1700000002000}));
+  const std::string header = read_bytes(writer.path());  // the file-version record
+  writer.add_session_start(1);
+  writer.add_session_start(2);  // the same session: nothing
+  writer.add_checkpoint(40, "/abs/dir/model.ckpt");
+  writer.flush();
+  CHECK(read_bytes(writer.path()) ==
+        header + runhooks::detail::frame_record(start) + runhooks::detail::frame_record(checkpoint));
+
+  writer.begin_session();  // a new session: its START is written
+  writer.add_session_start(41);
+  writer.add_session_start(42);
+  writer.close();
+  using runhooks::SessionLog;
+  const std::vector<Event> events = runhooks::read_event_file(writer.path());
+  REQUIRE(events.size() == 4);
+  CHECK(events[1].session_log == SessionLog{SessionLog::Status::start, "", ""});
+  CHECK(events[1].step == 1);
+  CHECK(events[2].session_log ==
+        SessionLog{SessionLog::Status::checkpoint, "/abs/dir/model.ckpt", ""});
+  CHECK(events[2].step == 40);
+  CHECK(events[2].summary.empty());
+  CHECK(events[3].session_log == SessionLog{SessionLog::Status::start, "", ""});
+  CHECK(events[3].step == 41);
+  CHECK_FALSE(events[0].session_log.has_value());
+}
+
+TEST_CASE("reader: a session log's message, an unknown status, and an unknown field") {
+  // SessionLog{status: STOP (2), msg: "bye"}, then SessionLog{status: 7, field 9: varint 1}.
+  const std::string stop = bytes_of({0x3a, 0x07, 0x08, 0x02, 0x1a, 0x03, 0x62, 0x79, 0x65});
+  const std::string unknown = bytes_of({0x3a, 0x04, 0x08, 0x07, 0x48, 0x01});
+  const auto events = runhooks::parse_events(runhooks::detail::frame_record(stop) +
+                                             runhooks::detail::frame_record(unknown));
+  REQUIRE(events.size() == 2);
+  using runhooks::SessionLog;
+  CHECK(events[0].session_log == SessionLog{SessionLog::Status::stop, "", "bye"});
+  REQUIRE(events[1].session_log.has_value());
+  CHECK(static_cast<int>(events[1].session_log->status) == 7);
 }
 
 TEST_CASE("the file name is TensorFlow's, and writers in one second do not collide") {

@@ -6,6 +6,7 @@
 // permissions cannot make a write fail).
 
 #include <runhooks/hooks/step_counter_hook.hpp>
+#include <runhooks/hooks/summary_saver_hook.hpp>
 #include <runhooks/log.hpp>
 #include <runhooks/manual_clock.hpp>
 #include <runhooks/monitored_session.hpp>
@@ -179,6 +180,21 @@ EventFileWriter::WallClock fixed_clock() {
   return [] { return std::chrono::system_clock::time_point{std::chrono::milliseconds{1700000000000}}; };
 }
 
+// A backend with a scalar for SummarySaverHook.
+struct Loss : runhooks::Key<float> {
+  static constexpr std::string_view name = "loss";
+};
+struct LossBackend {
+  runhooks::ManualClock clock;
+  std::int64_t step = 0;
+  void run() {
+    clock.advance(0.01);
+    ++step;
+  }
+  std::int64_t global_step() const { return step; }
+  float fetch(Loss) const { return 0.5f; }
+};
+
 }  // namespace
 
 TEST_CASE("CsvOutput on /dev/full constructs, then reports the first row once") {
@@ -345,6 +361,30 @@ TEST_CASE("EventFileWriter reports a failure at close, and at destruction, once"
   REQUIRE(at_destruction.warnings.size() == 1);
   CHECK(contains(at_destruction.warnings[0], "runhooks::EventFileWriter: cannot close "));
   CHECK(contains(at_destruction.warnings[0], file_too_large));
+}
+
+TEST_CASE("hooks sharing a directory's event file under a file size limit: one warning, every holder's error()") {
+  // StepCounterHook's SummaryOutput and SummarySaverHook write one file (EventFileWriterCache):
+  // one failure, one warning, and both outputs report it.
+  const TempDir dir;
+  const ChildReport report = with_file_size_limit(600, [&] {
+    runhooks::ManualClock clock;
+    runhooks::MonitoredSession session(
+        LossBackend{.clock = clock},
+        runhooks::StepCounterHook({.every_n_steps = 10}, runhooks::SummaryOutput(dir.path(), false),
+                                  clock),
+        runhooks::SummarySaverHook{{.save_steps = 5}, dir.path(), runhooks::scalars<Loss>});
+    for (int i = 0; i < 200; ++i) session.run();  // about 60 records of about 40 bytes
+    const std::error_code counter = session.hook<0>().output().error();
+    const std::error_code saver = session.hook<1>().writer().writer()->error();
+    session.close();
+    return counter == saver ? counter : std::make_error_code(std::errc::invalid_argument);
+  });
+  INFO(report.failure);
+  CHECK(report.failure.empty());
+  CHECK(report.error == EFBIG);
+  REQUIRE(report.warnings.size() == 1);
+  CHECK(contains(report.warnings[0], "runhooks::EventFileWriter: cannot write " + dir.path().string()));
 }
 
 TEST_CASE("SummaryOutput in a session: a file size limit is reported once, and error() tells") {

@@ -27,6 +27,7 @@
 
 #include "support/checkpoint_backends.hpp"
 #include "support/fakes.hpp"
+#include "support/run_directory.hpp"
 
 namespace fs = std::filesystem;
 using ckpt::CheckpointedBackend;
@@ -263,6 +264,59 @@ TEST_CASE("make_training_session: TensorFlow's hook order and defaults (§1.10)"
   CHECK_FALSE(quiet.hook<1>().enabled());
   CHECK_FALSE(quiet.hook<2>().enabled());
   CHECK_FALSE(quiet.hook<3>().enabled());
+}
+
+TEST_CASE("make_training_session's defaults: one event file per run in checkpoint_dir, and TensorBoard shows every point, a resume included") {
+  // The step counter, the summary saver and the checkpoint saver all write to checkpoint_dir: one
+  // file per process, one START per session, a CHECKPOINT per save. TensorBoard reads the
+  // directory: a resumed run's START (at 102) drops nothing of the first run's (all at or
+  // before 101).
+  fakes::LogCapture capture;
+  const ckpt::TempDir dir;
+  const std::string logdir = dir.path.string();
+  const runhooks::TrainingSessionOptions options{.checkpoint_dir = logdir,
+                                                 .save_checkpoint_steps = 50,
+                                                 .save_summaries_steps = 25,
+                                                 .log_step_count_steps = 10,
+                                                 .stop_on_signals = false};
+  using Status = runhooks::SessionLog::Status;
+  using Steps = std::vector<std::int64_t>;
+  using Logs = std::vector<std::pair<std::int64_t, std::string>>;
+  const std::string saved = (dir.path / "model.ckpt").string();
+  auto train = [&](int runs) {
+    auto session = make_training_session(options, factory(), runhooks::scalars<Loss>);
+    for (int i = 0; i < runs; ++i) session.run();
+    session.close();
+  };
+
+  train(101);
+  run_directory::Events written = run_directory::read_events(dir.path);
+  CHECK(written.files.size() == 1);
+  CHECK(written.session_logs(Status::start) == Logs{{1, ""}});
+  CHECK(written.session_logs(Status::checkpoint) ==
+        Logs{{0, saved}, {50, saved}, {100, saved}, {101, saved}});
+  const Steps rates{11, 21, 31, 41, 51, 61, 71, 81, 91, 101};
+  CHECK(written.steps_of("global_step/sec") == rates);
+  CHECK(written.steps_of("my_summary") == Steps{1, 26, 51, 76, 101});
+
+  train(49);  // resumes at 101 (a new process would too), ends at 150
+  written = run_directory::read_events(dir.path);
+  CHECK(written.files.size() == 2);
+  CHECK(written.session_logs(Status::start) == Logs{{1, ""}, {102, ""}});
+  CHECK(written.session_logs(Status::checkpoint) ==
+        Logs{{0, saved}, {50, saved}, {100, saved}, {101, saved}, {101, saved}, {150, saved}});
+
+  auto seen = run_directory::read_with_tensorboard(dir.path, dir.path);
+  if (!seen) return;
+  CHECK(seen->files == 2);
+  CHECK(run_directory::steps(seen->scalars["global_step/sec"]) ==
+        Steps{11, 21, 31, 41, 51, 61, 71, 81, 91, 101, 112, 122, 132, 142});
+  for (const auto& [step, rate] : seen->scalars["global_step/sec"]) CHECK(rate > 0.0);
+  std::vector<std::pair<std::int64_t, double>> summaries;
+  for (const std::int64_t step : {1, 26, 51, 76, 101, 102, 127})
+    summaries.emplace_back(step, 0.5 * static_cast<double>(step));
+  CHECK(seen->scalars["my_summary"] == summaries);
+  CHECK(seen->session_logs.size() == 2 + 6);
 }
 
 TEST_CASE("make_training_session: both secs and steps is TensorFlow's doc/code mismatch, an error") {

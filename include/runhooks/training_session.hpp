@@ -363,6 +363,8 @@ Conditional<Hook> conditional(bool on, Make make) {
 // argument is instantiated by std::is_constructible).
 struct SharedSummaryOutput {
   std::shared_ptr<SummaryOutput> output;
+  void open(const StepCounterOptions& options) { output->open(options); }
+  void start(std::int64_t global_step) { output->start(global_step); }
   void record(std::string_view tag, double steps_per_sec, std::int64_t global_step) {
     output->record(tag, steps_per_sec, global_step);
   }
@@ -397,8 +399,12 @@ using DefaultStepCounter = StepCounterHook<SteadyClock, SharedSummaryOutput>;
 // Differs from TensorFlow: both save_checkpoint_secs and save_checkpoint_steps (or both summary
 // options) are an error, at compile time for constexpr options (TensorFlow's documentation says
 // secs wins, its code raises); summaries are the keys given (there is no graph to merge_all);
-// no graph.pbtxt or meta graph is written; the step counter and the summary saver write separate
-// event files in summary_dir (TensorFlow shares one writer; TensorBoard reads both).
+// no graph.pbtxt or meta graph is written.
+//
+// Event files: one per directory in the process (EventFileWriterCache, TensorFlow's
+// FileWriterCache). With the defaults (summary_dir = checkpoint_dir) the step counter, the
+// summary saver and the checkpoint saver write one file: global_step/sec and the summaries, one
+// SessionLog START per session at its first step, and a SessionLog CHECKPOINT after each save.
 template <Role R = Role::runtime, BackendFactory Factory, class... Args>
 auto make_training_session(const TrainingSessionOptions& options, Factory factory, Args... args) {
   options.validate();

@@ -57,6 +57,14 @@ inline std::vector<std::string> files_in(const fs::path& dir) {
   return {names.begin(), names.end()};
 }
 
+// files_in without the event files: CheckpointSaverHook writes a SessionLog CHECKPOINT per save to
+// checkpoint_dir's events.out.tfevents.* file, as TensorFlow's hook does.
+inline std::vector<std::string> files_in_but_events(const fs::path& dir) {
+  std::vector<std::string> names = files_in(dir);
+  std::erase_if(names, [](const std::string& name) { return name.rfind("events.out.tfevents.", 0) == 0; });
+  return names;
+}
+
 inline std::string read_text(const fs::path& file) {
   return runhooks::detail::read_whole_file(file);
 }

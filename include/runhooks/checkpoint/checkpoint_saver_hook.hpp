@@ -31,6 +31,7 @@
 #include <runhooks/hooks/second_or_step_timer.hpp>
 #include <runhooks/log.hpp>
 #include <runhooks/session_run_context.hpp>
+#include <runhooks/summary/event_writer.hpp>
 
 namespace runhooks {
 
@@ -198,6 +199,11 @@ inline double system_seconds() noexcept {
 //   after_run()              saves when the timer triggers for the global step after the step
 //                            (every save_steps steps, or save_secs seconds, since the last save);
 //   end()                    saves the last step unless it was just saved, then every listener's end.
+// After each committed save the hook appends SessionLog{CHECKPOINT, checkpoint_path:
+// <checkpoint_dir>/<basename>} at the saved step to checkpoint_dir's event file, as TensorFlow's
+// hook does (the directory's one file in the process, EventFileWriterCache: summaries written to
+// checkpoint_dir share it), and flushes it. A failure to write it is logged, never raised: the
+// checkpoint is saved all the same.
 // TensorFlow's hook fetches the stale global step and re-reads it before deciding; runhooks reads
 // global_step() after the step, which is what the re-read gives, so the steps are TensorFlow's.
 //
@@ -228,7 +234,8 @@ class CheckpointSaverHook {
         listeners_(std::move(listeners)...),
         save_steps_(options.save_steps.value_or(0)),
         async_(options.async_save),
-        skip_when_busy_(options.when_save_in_flight == WhenSaveInFlight::skip) {}
+        skip_when_busy_(options.when_save_in_flight == WhenSaveInFlight::skip),
+        checkpoint_path_((std::filesystem::path(options.checkpoint_dir) / options.basename).string()) {}
 
   // Moving waits for a save in flight (its thread refers to this object); its outcome moves along.
   CheckpointSaverHook(CheckpointSaverHook&& other)
@@ -243,7 +250,9 @@ class CheckpointSaverHook {
         skip_when_busy_(other.skip_when_busy_),
         last_saved_step_(other.last_saved_step_),
         in_flight_(std::move(other.in_flight_)),
-        directory_key_(std::move(other.directory_key_)) {}
+        directory_key_(std::move(other.directory_key_)),
+        events_(std::move(other.events_)),
+        checkpoint_path_(std::move(other.checkpoint_path_)) {}
   CheckpointSaverHook& operator=(CheckpointSaverHook&&) = delete;
 
   // A save still in flight is waited for; its error, which no run() or close() can raise any
@@ -259,6 +268,7 @@ class CheckpointSaverHook {
   void begin() {
     manager_.open(wall_now());
     directory_key_ = detail::directory_key(manager_.directory());
+    events_ = EventFileWriterCache::get(manager_.directory());
     std::apply([](auto&... l) { (call_begin(l), ...); }, listeners_);
   }
 
@@ -447,6 +457,7 @@ class CheckpointSaverHook {
     const std::filesystem::path prefix =
         manager_.save(step, wall_now(), [&](const std::filesystem::path& p) { session.save(p); });
     log(Severity::info, "runhooks: saved checkpoint " + prefix.string());
+    note_checkpoint(step);
     last_saved_step_ = step;
     return after_save(session, step);
   }
@@ -470,6 +481,7 @@ class CheckpointSaverHook {
               const std::filesystem::path prefix = manager_.save(
                   step, timestamp, [&](const std::filesystem::path& p) { local.write(p); });
               log(Severity::info, "runhooks: saved checkpoint " + prefix.string());
+              note_checkpoint(step);
             } catch (...) {
               error = std::current_exception();
             }
@@ -501,6 +513,22 @@ class CheckpointSaverHook {
     return after_save(session, done->step);
   }
 
+  // TensorFlow's add_session_log(SessionLog(status=CHECKPOINT, checkpoint_path=save_path), step)
+  // after each save. Also called on the saver thread: the event writer is thread-safe.
+  void note_checkpoint(std::int64_t step) noexcept {
+    if (!events_) return;  // begin() was not called
+    try {
+      try {
+        events_->add_checkpoint(step, checkpoint_path_);
+        events_->flush();
+      } catch (const std::exception& e) {  // another holder closed the shared file
+        log(Severity::warning, "runhooks: CheckpointSaverHook: no SessionLog CHECKPOINT for step " +
+                                   std::to_string(step) + ": " + e.what());
+      }
+    } catch (...) {  // the log sink threw, or out of memory: nothing more can be said
+    }
+  }
+
   void join_in_flight() noexcept {
     if (in_flight_ && in_flight_->thread.joinable()) in_flight_->thread.join();
   }
@@ -521,6 +549,8 @@ class CheckpointSaverHook {
   std::unique_ptr<InFlight> in_flight_;
   std::mutex mutex_;
   std::string directory_key_;
+  std::shared_ptr<EventFileWriter> events_;  // checkpoint_dir's event file, from begin()
+  std::string checkpoint_path_;              // TensorFlow's save path: <checkpoint_dir>/<basename>
 };
 
 }  // namespace runhooks

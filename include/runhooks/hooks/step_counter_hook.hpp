@@ -34,6 +34,9 @@ struct StepCounterOptions {
 
 // Output policies receive each measured rate. Minimal complete definition:
 //   `void record(std::string_view tag, double steps_per_sec, std::int64_t global_step)`.
+// Optional points: `void open(const StepCounterOptions&)`, called by the hook's begin();
+// `void start(std::int64_t global_step)`, called once per begin() at the first run, with the
+// global step after it (SummaryOutput writes SessionLog START there).
 // Here: LogOutput (the default) and CallbackOutput. File outputs have their own headers:
 // CsvOutput in <runhooks/outputs/csv_output.hpp>, SummaryOutput (TensorBoard event files, what
 // TensorFlow's output_dir does) in <runhooks/outputs/summary_output.hpp>.
@@ -85,6 +88,7 @@ class StepCounterHook {
 
   void begin() {
     if constexpr (requires { output_.open(options_); }) output_.open(options_);
+    started_ = false;
   }
 
   template <class Backend>
@@ -133,6 +137,12 @@ class StepCounterHook {
   }
 
   [[gnu::noinline]] void check(std::int64_t global_step) {
+    if constexpr (requires { output_.start(global_step); }) {
+      if (!started_) {
+        started_ = true;
+        output_.start(global_step);
+      }
+    }
     if (options_.every_n_secs) ++clock_reads_;
     if (timer_.should_trigger_for_step(global_step)) {
       const TimerElapsed elapsed = timer_.update_last_triggered_step(global_step);
@@ -183,6 +193,7 @@ class StepCounterHook {
   detail::ClockSampler sampler_;
   std::int64_t clock_reads_ = 0;
   int warnings_ = 0;
+  bool started_ = false;  // output_.start() was called since begin()
 };
 
 // StepCounterHook(options, clock[, output]) and StepCounterHook(options, output[, clock]).

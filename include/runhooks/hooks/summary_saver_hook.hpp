@@ -94,21 +94,27 @@ concept SummaryWriter = requires(W& w, const std::vector<SummaryItem>& values, s
   w.flush();
 };
 
-// TensorFlow's summary writer for an output_dir: one event file, created in begin() (where
-// TensorFlow's hook gets its writer), each summary one event, flushed after each so that
-// TensorBoard sees it at once. Copies share the file. I/O failures follow EventFileWriter's rule:
-// a directory or file that cannot be created throws (from the hook's begin()); a failed write is
-// logged once and later events are dropped.
+// TensorFlow's summary writer for an output_dir: the directory's one event file
+// (EventFileWriterCache, TensorFlow's FileWriterCache), taken in begin() where TensorFlow's hook
+// gets its writer, and shared with every other hook or output writing to that directory in this
+// process (StepCounterHook's SummaryOutput, CheckpointSaverHook), so that TensorBoard sees one
+// file per run. Each summary is one event, flushed at once so that TensorBoard sees it. The
+// SessionLog START of a session is written once to the file, by the first hook to ask after
+// begin(). Copies share the file. I/O failures follow EventFileWriter's rule: a directory or file
+// that cannot be created throws (from the hook's begin()); a failed write is logged once and
+// later events are dropped.
 class EventFileSummaryWriter {
  public:
   explicit EventFileSummaryWriter(std::filesystem::path output_dir)
       : output_dir_(std::move(output_dir)) {}
 
+  // The hook's begin(): takes the directory's writer, and a session begins.
   void open() {
-    if (!writer_) writer_ = std::make_shared<EventFileWriter>(output_dir_);
+    acquire();
+    writer_->begin_session();
   }
   void write_summary(const std::vector<SummaryItem>& values, std::int64_t step) {
-    open();
+    acquire();
     SummaryEncoder encoder;
     for (const SummaryItem& v : values) {
       if (const float* scalar = std::get_if<float>(&v.value))
@@ -120,18 +126,22 @@ class EventFileSummaryWriter {
     writer_->flush();
   }
   void write_session_start(std::int64_t step) {
-    open();
-    writer_->add_event(session_log_start_what(), step);
+    acquire();
+    writer_->add_session_start(step);
   }
   void flush() {
     if (writer_) writer_->flush();
   }
 
   const std::filesystem::path& output_dir() const noexcept { return output_dir_; }
-  // The event file, once begin() made it.
+  // The directory's shared writer, once begin() took it (do not close() it: others write there).
   EventFileWriter* writer() noexcept { return writer_.get(); }
 
  private:
+  void acquire() {
+    if (!writer_) writer_ = EventFileWriterCache::get(output_dir_);
+  }
+
   std::filesystem::path output_dir_;
   std::shared_ptr<EventFileWriter> writer_;
 };
@@ -173,11 +183,12 @@ class SummarySaverHook;
 // one event per trigger, as a merged summary op gives.
 //
 // TensorFlow's rules: the first run after begin() always writes, preceded by SessionLog START at
-// that step; after that a run writes when TensorFlow's SecondOrStepTimer triggers for the step
-// it will reach (the current global step + 1), so with save_steps=8 from 0 the summaries are at
-// steps 1, 9, 17, 25; the summaries are stamped with the global step after the run; end()
-// flushes. The keys are fetched only on the runs that write (runhooks::fetch<K>(false) on the
-// others: the backend is not asked). Per silent step: one read of the global step (shared with
+// that step (once per session in a shared event file: see EventFileSummaryWriter); after that a
+// run writes when TensorFlow's SecondOrStepTimer triggers for the step it will reach (the
+// current global step + 1), so with save_steps=8 from 0 the summaries are at steps 1, 9, 17,
+// 25; the summaries are stamped with the global step after the run; end() flushes. The keys
+// are fetched only on the runs that write (runhooks::fetch<K>(false) on the others: the backend
+// is not asked). Per silent step: one read of the global step (shared with
 // the other hooks through the run context) and one compare with the next step that could
 // write. With save_secs the clock is sampled (detail::PeriodicTrigger), so a summary is at most
 // about 1/64 of a period late while the rate is steady.

@@ -16,14 +16,32 @@ namespace runhooks {
 // What TensorFlow's StepCounterHook does with an output_dir: the log line, and a scalar in a
 // TensorBoard event file under output_dir, flushed after each one:
 //   runhooks::StepCounterHook({.every_n_steps = 100}, runhooks::SummaryOutput("logs"))
-// Copies share one event file. I/O failures follow EventFileWriter's rule, which is CsvOutput's
+// The event file is the directory's one (EventFileWriterCache): a SummarySaverHook or a
+// CheckpointSaverHook writing to the same directory in this process writes to the same file,
+// as TensorFlow's hooks share a FileWriter. The first run of a session writes SessionLog START
+// at its global step, unless another hook sharing the file wrote it for this session already.
+// Differs from TensorFlow: TF's StepCounterHook writes no START, so after a resume TensorBoard
+// shows both runs' rates for the steps between the checkpoint and the crash.
+// I/O failures follow EventFileWriter's rule, which is CsvOutput's
 // (<runhooks/summary/event_writer.hpp>): a directory or file that cannot be created throws from
 // the constructor; the first failure to write logs one warning with the path and the cause,
 // later scalars are dropped, and error() tells what happened.
 class SummaryOutput {
  public:
   explicit SummaryOutput(const std::filesystem::path& output_dir, bool log_line = true)
-      : writer_(std::make_shared<EventFileWriter>(output_dir)), log_line_(log_line) {}
+      : writer_(EventFileWriterCache::get(output_dir)), log_line_(log_line) {}
+
+  // StepCounterHook's begin(): a session begins.
+  void open(const StepCounterOptions&) {
+    writer_->begin_session();
+    started_ = false;
+  }
+  // StepCounterHook's first run of the session, at the global step after it.
+  void start(std::int64_t global_step) {
+    if (started_) return;
+    started_ = true;
+    writer_->add_session_start(global_step);
+  }
 
   void record(std::string_view tag, double steps_per_sec, std::int64_t global_step) {
     if (log_line_) LogOutput{}.record(tag, steps_per_sec, global_step);
@@ -32,13 +50,15 @@ class SummaryOutput {
   }
 
   // The writer's first write failure, or an empty code: see EventFileWriter::error().
-  std::error_code error() const noexcept { return writer_->error(); }
+  std::error_code error() const { return writer_->error(); }
 
+  // The directory's shared writer (do not close() it: the other hooks write there too).
   EventFileWriter& writer() noexcept { return *writer_; }
 
  private:
   std::shared_ptr<EventFileWriter> writer_;
   bool log_line_;
+  bool started_ = false;
 };
 
 }  // namespace runhooks

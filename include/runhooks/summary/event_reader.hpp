@@ -37,14 +37,28 @@ struct SummaryValue {
   friend bool operator==(const SummaryValue&, const SummaryValue&) = default;
 };
 
-// The fields of a `tensorflow.Event` that scalar summaries use. A field that was absent in the
-// file holds its proto3 default (0, empty); the other members of the `what` oneof are skipped.
+// A `tensorflow.SessionLog`: START where a session began (TensorBoard then drops the events an
+// earlier run wrote at or after its step), CHECKPOINT after a save. `status` holds the number
+// in the file, which may be one this enumeration does not name.
+struct SessionLog {
+  enum class Status : std::int32_t { unspecified = 0, start = 1, stop = 2, checkpoint = 3 };
+  Status status = Status::unspecified;
+  std::string checkpoint_path;
+  std::string msg;
+
+  friend bool operator==(const SessionLog&, const SessionLog&) = default;
+};
+
+// The fields of a `tensorflow.Event` that scalar summaries and session logs use. A field that
+// was absent in the file holds its proto3 default (0, empty); the other members of the `what`
+// oneof are skipped.
 struct Event {
   double wall_time = 0.0;
   std::int64_t step = 0;
   std::string file_version;           // set only in a file's first event
   std::string source_writer;          // `source_metadata.writer`, likewise
   std::vector<SummaryValue> summary;  // the values of `Event.summary`, in file order
+  std::optional<SessionLog> session_log;  // `Event.session_log`, if the event is one
 
   friend bool operator==(const Event&, const Event&) = default;
 };
@@ -179,8 +193,9 @@ inline SummaryValue decode_summary_value(std::string_view bytes) {
 }
 
 // Field numbers: tensorflow/core/util/event.proto (source_metadata = 10 is in TF 2.x's copy and
-// TensorBoard's). A message field may occur several times, which protobuf merges; so do we.
-// Nesting is fixed (Event > Summary > Value), so no input can make this recurse deeper.
+// TensorBoard's; session_log = 7 holds SessionLog{status = 1, checkpoint_path = 2, msg = 3}).
+// A message field may occur several times, which protobuf merges; so do we. Nesting is fixed
+// (Event > Summary > Value, Event > SessionLog), so no input can make this recurse deeper.
 inline Event decode_event(std::string_view bytes) {
   Event event;
   WireReader in(bytes);
@@ -200,6 +215,22 @@ inline Event decode_event(std::string_view bytes) {
           event.source_writer = std::string(source_metadata.length_delimited());
         } else {
           source_metadata.skip(metadata_key);
+        }
+      }
+    } else if (key == wire_key(7, 2)) {
+      WireReader session_log(in.length_delimited());
+      SessionLog& log = event.session_log ? *event.session_log : event.session_log.emplace();
+      while (!session_log.done()) {
+        const std::uint64_t log_key = session_log.key();
+        if (log_key == wire_key(1, 0)) {
+          // An enum is an int32 on the wire: a negative one is sign-extended to ten bytes.
+          log.status = static_cast<SessionLog::Status>(static_cast<std::int32_t>(session_log.varint()));
+        } else if (log_key == wire_key(2, 2)) {
+          log.checkpoint_path = std::string(session_log.length_delimited());
+        } else if (log_key == wire_key(3, 2)) {
+          log.msg = std::string(session_log.length_delimited());
+        } else {
+          session_log.skip(log_key);
         }
       }
     } else if (key == wire_key(5, 2)) {

@@ -1,5 +1,6 @@
-// Defines `runhooks::EventFileWriter`, which appends scalar summaries to a TensorFlow event file
-// that TensorBoard reads.
+// Defines `runhooks::EventFileWriter`, which appends scalar summaries and session logs to a
+// TensorFlow event file that TensorBoard reads, and `runhooks::EventFileWriterCache`, which gives
+// every hook writing to one directory the same writer, as TensorFlow's FileWriterCache.
 #pragma once
 
 #include <runhooks/detail/config.hpp>
@@ -14,7 +15,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -111,6 +114,28 @@ inline std::string encode_scalar_event(double wall_time, std::int64_t step, std:
   return event;
 }
 
+// Event.session_log = SessionLog{status, checkpoint_path} (tensorflow/core/util/event.proto):
+// what TensorFlow's hooks write when a session starts (SummarySaverHook) and after each save
+// (CheckpointSaverHook). <runhooks/summary/histogram.hpp> spells the START case for itself, with
+// the same field numbers under other names.
+enum class SessionStatus : std::uint8_t { start = 1, stop = 2, checkpoint = 3 };
+struct SessionLogFields {
+  static constexpr std::uint32_t in_event = 7;         // Event.session_log, in oneof `what`
+  static constexpr std::uint32_t status = 1;           // enum SessionStatus
+  static constexpr std::uint32_t checkpoint_path = 2;  // string
+};
+
+inline std::string encode_session_log_what(SessionStatus status, std::string_view checkpoint_path = {}) {
+  std::string session_log;
+  put_key(session_log, SessionLogFields::status, WireType::varint);
+  put_varint(session_log, static_cast<std::uint8_t>(status));
+  if (!checkpoint_path.empty())
+    put_length_delimited(session_log, SessionLogFields::checkpoint_path, checkpoint_path);
+  std::string what;
+  put_length_delimited(what, SessionLogFields::in_event, session_log);
+  return what;
+}
+
 // TFRecord framing (tensorflow/core/lib/io/record_writer.h): uint64 length, masked CRC-32C of
 // those 8 bytes, the data, masked CRC-32C of the data; all little-endian.
 inline std::string frame_record(std::string_view data) {
@@ -148,6 +173,22 @@ inline double to_wall_time(std::chrono::system_clock::time_point t) {
       std::chrono::duration<double>(since_epoch - seconds).count();
 }
 
+
+// The key of a log directory in EventFileWriterCache: absolute, with symlinks and `..` resolved,
+// so that "logs", "./logs/" and a symlink to it name one directory. The directory must exist.
+inline std::string logdir_key(const std::filesystem::path& logdir) {
+  std::error_code error;
+  std::filesystem::path key = std::filesystem::canonical(logdir, error);
+  if (error) key = std::filesystem::absolute(logdir, error).lexically_normal();
+  return key.string();
+}
+
+inline void create_logdir(const std::filesystem::path& logdir) {
+  if (std::error_code error; !std::filesystem::create_directories(logdir, error) && error)
+    throw std::system_error(error, "runhooks::EventFileWriter: cannot create the directory " +
+                                       logdir.string());
+}
+
 }  // namespace detail
 
 // Writes TensorFlow event files: the format of TF1's `tf.compat.v1.summary.FileWriter`, which
@@ -161,9 +202,20 @@ inline double to_wall_time(std::chrono::system_clock::time_point t) {
 //   exclusively, so no two writers, in this process or another, ever share a file. The first
 //   record, `Event{wall_time, file_version: "brain.Event:2", source_metadata {writer:
 //   "runhooks"}}`, is flushed at once, as TensorFlow 2.x's writer does.
+// - Hooks and outputs do not construct one: they share one per log directory through
+//   EventFileWriterCache, as TensorFlow's hooks share a FileWriter through FileWriterCache.
+//   Two event files in one directory written by one run hide data in TensorBoard: it reads
+//   the files one after the other, and a SessionLog START in the second drops the first's
+//   events at and after its step.
 // - `add_scalar(tag, value, step)` appends `Event{wall_time, step, summary {value {tag,
 //   simple_value}}}`: what TF1's `StepCounterHook` writes for `global_step/sec`. TensorBoard
 //   2.x still shows such legacy `simple_value` scalars in its Scalars dashboard.
+// - `add_session_start(step)` appends `SessionLog{status: START}` at `step` once per session:
+//   the first call after construction or after `begin_session()` writes, the others do
+//   nothing, so the hooks sharing the file write one START per session however many call it.
+//   TensorBoard drops the events an earlier run wrote at or after that step (a restart from a
+//   checkpoint). `add_checkpoint(step, path)` appends `SessionLog{status: CHECKPOINT,
+//   checkpoint_path: path}`, what TensorFlow's CheckpointSaverHook writes after each save.
 // - Records go through a stdio buffer: call `flush()` to make them visible to TensorBoard.
 //   TF's writer also buffers, and flushes every 120 s by default.
 // - I/O failures, the rule of every file output (CsvOutput's too): a directory or file that
@@ -173,13 +225,15 @@ inline double to_wall_time(std::chrono::system_clock::time_point t) {
 //   warning through runhooks::log with the path and the cause, every later record is dropped,
 //   and `error()` tells what happened. The file then holds the records written before the
 //   failure, perhaps followed by part of one, which TensorBoard reads as the end of the file.
-// - `add_scalar` or `flush` after `close()` is a mistake in the caller and throws
-//   `std::system_error` (`errc::bad_file_descriptor`).
-// - Not thread-safe: one writer belongs to one thread, like a hook.
+// - A write or `flush` after `close()` is a mistake in the caller and throws
+//   `std::system_error` (`errc::bad_file_descriptor`). A writer from EventFileWriterCache is
+//   shared: release the pointer rather than close() it, which closes it for every holder.
+// - Thread-safe: any member but moving may be called from several threads at once; each record
+//   is written whole, in the order the calls take the writer's mutex.
 //
-// Cost: an `add_scalar` reads the wall clock once, encodes a record of about 40 bytes in a few
-// small strings and hands it to `fwrite`. Nothing is done on steps where the caller writes
-// nothing.
+// Cost: an `add_scalar` takes an uncontended mutex, reads the wall clock once, encodes a record
+// of about 40 bytes in a few small strings and hands it to `fwrite`. Nothing is done on steps
+// where the caller writes nothing.
 //
 // Differs from TensorFlow: TF's `FileWriter` queues events for a background thread; this one
 // writes in the calling thread. A write failure is logged and remembered rather than raised, so
@@ -202,9 +256,7 @@ class EventFileWriter {
     if (!wall_clock_) {
       wall_clock_ = [] { return std::chrono::system_clock::now(); };
     }
-    if (std::error_code error; !std::filesystem::create_directories(logdir, error) && error)
-      throw std::system_error(error, "runhooks::EventFileWriter: cannot create the directory " +
-                                         logdir.string());
+    detail::create_logdir(logdir);
     const auto now = wall_clock_();
     open_new_file(logdir, now);
     write_record(detail::encode_file_version_event(detail::to_wall_time(now), file_version, source_writer));
@@ -214,7 +266,11 @@ class EventFileWriter {
   EventFileWriter(const EventFileWriter&) = delete;
   EventFileWriter& operator=(const EventFileWriter&) = delete;
 
-  EventFileWriter(EventFileWriter&&) noexcept = default;
+  // Moving is not thread-safe: no other thread may use either writer meanwhile.
+  EventFileWriter(EventFileWriter&& other) noexcept
+      : wall_clock_(std::move(other.wall_clock_)), path_(std::move(other.path_)),
+        file_(std::move(other.file_)), error_(other.error_),
+        start_pending_(other.start_pending_) {}
 
   EventFileWriter& operator=(EventFileWriter&& other) noexcept {
     if (this != &other) {
@@ -223,6 +279,7 @@ class EventFileWriter {
       path_ = std::move(other.path_);
       file_ = std::move(other.file_);
       error_ = other.error_;
+      start_pending_ = other.start_pending_;
     }
     return *this;
   }
@@ -231,6 +288,8 @@ class EventFileWriter {
 
   // Appends one scalar at `step`, stamped with the current wall time.
   void add_scalar(std::string_view tag, float value, std::int64_t step) {
+    const std::lock_guard lock(mutex_);
+    require_open();
     write_record(detail::encode_scalar_event(detail::to_wall_time(wall_clock_()), step, tag, value));
   }
 
@@ -238,14 +297,36 @@ class EventFileWriter {
   // `what` oneof, tag and length included: a Summary holding histograms, a SessionLog
   // (<runhooks/summary/histogram.hpp> encodes both). Same rules as add_scalar.
   void add_event(std::string_view what, std::int64_t step) {
-    std::string event;
-    detail::put_event_header(event, detail::to_wall_time(wall_clock_()), step);
-    event.append(what);
-    write_record(event);
+    const std::lock_guard lock(mutex_);
+    add_event_locked(what, step);
+  }
+
+  // SessionLog START at `step`, unless this session has one already (see the class comment).
+  void add_session_start(std::int64_t step) {
+    const std::lock_guard lock(mutex_);
+    require_open();
+    if (!start_pending_) return;
+    start_pending_ = false;
+    add_event_locked(detail::encode_session_log_what(detail::SessionStatus::start), step);
+  }
+
+  // A session begins: the next add_session_start writes. Hooks call it from begin().
+  void begin_session() {
+    const std::lock_guard lock(mutex_);
+    start_pending_ = true;
+  }
+
+  // SessionLog CHECKPOINT at `step`, naming the checkpoint as TensorFlow's CheckpointSaverHook
+  // does (its save path: `<checkpoint_dir>/<basename>`, without the step).
+  void add_checkpoint(std::int64_t step, std::string_view checkpoint_path) {
+    const std::lock_guard lock(mutex_);
+    add_event_locked(detail::encode_session_log_what(detail::SessionStatus::checkpoint, checkpoint_path),
+                     step);
   }
 
   // Hands buffered records to the operating system, where TensorBoard can read them.
   void flush() {
+    const std::lock_guard lock(mutex_);
     require_open();
     if (error_) {
       return;
@@ -259,6 +340,7 @@ class EventFileWriter {
   // Flushes and closes the file; later writes throw. Calling it again does nothing. A failure
   // is reported as a write failure is: see error().
   void close() {
+    const std::lock_guard lock(mutex_);
     if (file_ == nullptr) {
       return;
     }
@@ -271,7 +353,10 @@ class EventFileWriter {
 
   // The first failure to write, flush or close (errno's code), or an empty code while every
   // record reached the operating system.
-  [[nodiscard]] std::error_code error() const noexcept { return error_; }
+  [[nodiscard]] std::error_code error() const {
+    const std::lock_guard lock(mutex_);
+    return error_;
+  }
 
   // The event file being written, as TensorFlow's `EventsWriter::FileName()`.
   [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
@@ -301,8 +386,16 @@ class EventFileWriter {
     }
   }
 
-  void write_record(std::string_view event) {
+  // The helpers below expect mutex_ held (the constructor needs none: no one else sees it yet).
+  void add_event_locked(std::string_view what, std::int64_t step) {
     require_open();
+    std::string event;
+    detail::put_event_header(event, detail::to_wall_time(wall_clock_()), step);
+    event.append(what);
+    write_record(event);
+  }
+
+  void write_record(std::string_view event) {
     if (error_) {
       return;
     }
@@ -340,6 +433,46 @@ class EventFileWriter {
   std::filesystem::path path_;
   std::unique_ptr<std::FILE, detail::FileCloser> file_;
   std::error_code error_;
+  bool start_pending_ = true;
+  mutable std::mutex mutex_;
+};
+
+// TensorFlow's FileWriterCache: one EventFileWriter per log directory per process, shared by
+// every hook and output that writes there (StepCounterHook's SummaryOutput, SummarySaverHook,
+// CheckpointSaverHook's SessionLog CHECKPOINT), so that a run's directory holds one event file
+// and TensorBoard shows all of it. A directory is known by its absolute path with symlinks
+// resolved. The file closes when the last holder releases its pointer; the next get() for that
+// directory then makes a new file. Thread-safe. get() is meant for construction and begin(),
+// never the per-step path: it takes a process-wide mutex and resolves the path.
+//
+// Differs from TensorFlow: TF keeps its writers until FileWriterCache.clear(); and it keys them by
+// the directory's spelling, so "logs" and "./logs" get two files.
+class EventFileWriterCache {
+ public:
+  // The writer of `logdir`, made (with the directory) if no one holds one. A directory or file
+  // that cannot be created is a std::system_error naming it, as EventFileWriter's constructor.
+  static std::shared_ptr<EventFileWriter> get(const std::filesystem::path& logdir) {
+    detail::create_logdir(logdir);
+    const std::string key = detail::logdir_key(logdir);
+    Registry& registry = instance();
+    const std::lock_guard lock(registry.mutex);
+    std::erase_if(registry.writers, [](const auto& entry) { return entry.second.expired(); });
+    if (auto found = registry.writers[key].lock()) return found;
+    auto writer = std::make_shared<EventFileWriter>(logdir);
+    registry.writers[key] = writer;
+    return writer;
+  }
+
+ private:
+  struct Registry {
+    std::mutex mutex;
+    std::map<std::string, std::weak_ptr<EventFileWriter>> writers;
+  };
+  // Never destroyed: a hook in a static object may call get() while statics are torn down.
+  static Registry& instance() {
+    static Registry* const registry = new Registry;
+    return *registry;
+  }
 };
 
 }  // namespace runhooks
