@@ -284,12 +284,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
               first.source_writer == tag && first.summary.empty(),
           "encode_file_version_event read back differently");
 
-  // SessionLog START: reads as one event at its step, with no summary.
+  // SessionLog START, and CHECKPOINT with the tag's bytes as its path: each reads as one event
+  // at its step, with no summary.
   std::string start;
   detail::put_event_header(start, wall_time, step);
-  start += runhooks::session_log_start_what();
+  start += detail::encode_session_log_what(detail::SessionStatus::start);
   const runhooks::Event started = only_event(start);
-  require(started.step == step && started.summary.empty(),
+  require(started.step == step && started.summary.empty() && started.session_log &&
+              started.session_log->status == runhooks::SessionLog::Status::start,
           "SessionLog START read back differently");
+  std::string saved;
+  detail::put_event_header(saved, wall_time, step);
+  saved += detail::encode_session_log_what(detail::SessionStatus::checkpoint, tag);
+  const runhooks::Event checkpoint = only_event(saved);
+  require(checkpoint.step == step && checkpoint.session_log &&
+              checkpoint.session_log->status == runhooks::SessionLog::Status::checkpoint &&
+              checkpoint.session_log->checkpoint_path == tag,
+          "SessionLog CHECKPOINT read back differently");
   return 0;
 }

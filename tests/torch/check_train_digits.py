@@ -8,8 +8,9 @@ CASE:
             `test accuracy: X on the held-out split (359 images)` with X >= 0.9; the batch loss
             and accuracy were logged at every --log-every step and nowhere else; the backend
             converted a tensor (.item()) only for those fetches and the final evaluation; and
-            TensorBoard's own reader (tools/read_events.py, with the tensorboard package) finds
-            the loss, accuracy and global_step/sec scalars at those steps.
+            the model directory holds one event file, and TensorBoard reading the directory
+            (tools/read_summaries.py, with the tensorboard package) finds one SessionLog START
+            and the loss, accuracy and global_step/sec scalars at those steps.
   resume    a run with a model directory killed with SIGKILL at a random instant after its first
             checkpoint past step 0, then run again: the second run restores a checkpoint from
             the middle of training, ends at the same step as an uninterrupted run and with the
@@ -93,27 +94,31 @@ def test_accuracy(exe, data, source_root):
               f"{len(written)} steps that log it")
 
         files = sorted(glob.glob(os.path.join(model_dir, "events.out.tfevents.*")))
-        if not files:
-            fail("no event file in the model directory")
+        if len(files) != 1:
+            fail(f"{len(files)} event files in the model directory, expected one shared by every "
+                 f"hook: {files}")
         try:
             import tensorboard  # noqa: F401  (only whether it is there)
         except ImportError:
-            print("note: the tensorboard package is not installed; the event files were not read "
+            print("note: the tensorboard package is not installed; the run directory was not read "
                   "back with TensorBoard's reader")
             return
-        reader = os.path.join(source_root, "tools", "read_events.py")
-        scalars = {}
-        for path in files:
-            # TensorBoard's own record reader, not TensorFlow's (importing TensorFlow takes ~20 s).
-            proc = subprocess.run([sys.executable, reader, "--no-tensorflow", path],
-                                  stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
-            if proc.returncode != 0:
-                fail(f"TensorBoard's reader failed on {path}:\n" + proc.stderr)
-            for line in proc.stdout.splitlines():
-                fields = line.split("\t")
-                if fields[0] == "scalar":
-                    scalars.setdefault(fields[1], []).append((int(fields[2]), float(fields[4])))
+        # The run directory as `tensorboard --logdir` loads it (one EventAccumulator over every
+        # file), with TensorBoard's own record reader, not TensorFlow's (whose import takes ~20 s).
+        reader = os.path.join(source_root, "tools", "read_summaries.py")
+        proc = subprocess.run([sys.executable, reader, model_dir], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+        if proc.returncode != 0:
+            fail(f"TensorBoard's reader failed on {model_dir}:\n" + proc.stderr)
+        scalars, starts = {}, []
+        for line in proc.stdout.splitlines():
+            fields = line.split("\t")
+            if fields[0] == "scalar":
+                scalars.setdefault(fields[1], []).append((int(fields[2]), float(fields[3])))
+            elif fields[0] == "session_log" and fields[2] == "START":
+                starts.append(int(fields[1]))
+        if len(starts) != 1:
+            fail(f"SessionLog START at steps {starts}, expected one for the one session")
         # SummarySaverHook: the first run, then every `every` steps (TensorFlow's rule).
         for tag in ("loss", "accuracy"):
             if [s for s, _ in scalars.get(tag, [])] != written:

@@ -116,8 +116,7 @@ inline std::string encode_scalar_event(double wall_time, std::int64_t step, std:
 
 // Event.session_log = SessionLog{status, checkpoint_path} (tensorflow/core/util/event.proto):
 // what TensorFlow's hooks write when a session starts (SummarySaverHook) and after each save
-// (CheckpointSaverHook). <runhooks/summary/histogram.hpp> spells the START case for itself, with
-// the same field numbers under other names.
+// (CheckpointSaverHook).
 enum class SessionStatus : std::uint8_t { start = 1, stop = 2, checkpoint = 3 };
 struct SessionLogFields {
   static constexpr std::uint32_t in_event = 7;         // Event.session_log, in oneof `what`

@@ -50,9 +50,6 @@ inline constexpr std::uint32_t histogram_sum_squares_field = 5;   // double
 inline constexpr std::uint32_t histogram_bucket_limit_field = 6;  // repeated double, packed
 inline constexpr std::uint32_t histogram_bucket_field = 7;        // repeated double, packed
 inline constexpr std::uint32_t value_histo_field = 5;             // HistogramProto, in oneof
-inline constexpr std::uint32_t event_session_log_field = 7;       // SessionLog, in oneof `what`
-inline constexpr std::uint32_t session_log_status_field = 1;      // enum SessionStatus
-inline constexpr std::uint64_t session_log_start = 1;             // SessionLog.START
 
 // A proto3 double: omitted when its bits are zero (0.0, not -0.0), as protobuf does.
 inline void put_double(std::string& out, std::uint32_t field, double value) {
@@ -205,15 +202,5 @@ class SummaryEncoder {
   std::string summary_;
 };
 
-// Event.session_log = SessionLog{status: START}: what TensorFlow's SummarySaverHook writes on its
-// first run, and what tells TensorBoard to drop the events a restarted run left after its step.
-inline std::string session_log_start_what() {
-  std::string session_log;
-  detail::put_key(session_log, detail::session_log_status_field, detail::WireType::varint);
-  detail::put_varint(session_log, detail::session_log_start);
-  std::string out;
-  detail::put_length_delimited(out, detail::event_session_log_field, session_log);
-  return out;
-}
 
 }  // namespace runhooks
