@@ -454,3 +454,26 @@ TEST_CASE("checkpoint saver: per step, one load and one compare between saves") 
   session.run();
   CHECK(*backend.saves == 2);
 }
+
+TEST_CASE("the hook holds its directory's writer lock from begin() to end()") {
+  QuietLog quiet;
+  TempDir dir;
+  runhooks::SingularMonitoredSession first{
+      runhooks::ChiefSessionCreator{[] { return CheckpointedBackend{}; }, {.checkpoint_dir = dir.str()}},
+      CheckpointSaverHook({.checkpoint_dir = dir.str(), .save_steps = 1})};
+  first.run();
+  // While the first session is open, a second writer on the directory fails at creation.
+  const auto second_session = [&] {
+    return runhooks::SingularMonitoredSession{
+        runhooks::ChiefSessionCreator{[] { return CheckpointedBackend{}; }, {.checkpoint_dir = dir.str()}},
+        CheckpointSaverHook({.checkpoint_dir = dir.str(), .save_steps = 1})};
+  };
+  CHECK_THROWS_WITH_AS(second_session(), doctest::Contains("already has a writer"),
+                       runhooks::CheckpointError);
+  // Closed (end() ran, the final save done), the first session's object still alive: the
+  // directory is free, and its state file lists no pending deletion.
+  first.close();
+  CHECK(ckpt::read_text(dir / "checkpoint").find("runhooks-delete") == std::string::npos);
+  auto second = second_session();
+  CHECK(fakes::read_gstep(second) == 1);
+}

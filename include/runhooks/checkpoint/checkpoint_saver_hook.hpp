@@ -313,6 +313,9 @@ class CheckpointSaverHook {
       const auto last_step = static_cast<std::int64_t>(session.global_step());
       if (last_step != last_saved_step_) save_now(session, last_step);
       std::apply([&](auto&... l) { (call_end(l, session, last_step), ...); }, listeners_);
+      // The directory's last pending-deletion line goes, and its lock: the next session (or
+      // process) may write it. A hook left without end() closes when it is destroyed.
+      manager_.close();
     }
   }
 
