@@ -72,7 +72,30 @@ bool stdout_is_terminal() { return ::isatty(::fileno(stdout)) == 1; }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // --logdir DIR keeps the TensorBoard files in DIR; without it they go to a temporary directory,
+  // removed at the end.
+  std::optional<std::filesystem::path> kept_logdir;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::printf("usage: demo [--logdir DIR]\n  trains a logistic regression under a MonitoredSession; "
+                  "--logdir keeps its TensorBoard files in DIR (default: a temporary directory, "
+                  "removed at the end)\n");
+      return 0;
+    }
+    if (arg == "--logdir") {
+      if (i + 1 >= argc || std::string_view(argv[i + 1]).empty()) {
+        std::fprintf(stderr, "demo: --logdir needs a directory\n");
+        return 2;
+      }
+      kept_logdir = argv[++i];
+      continue;
+    }
+    std::fprintf(stderr, "demo: unknown argument '%s' (demo --help says what it takes)\n", argv[i]);
+    return 2;
+  }
+
   // Every log line (ours and the built-in hooks') to stdout, so they interleave with the
   // summary printed below in the order they happen. On a terminal a line first erases the
   // progress bar (on stderr), which redraws below it, as tqdm.write does.
@@ -82,10 +105,13 @@ int main() {
                 line.data());
     std::fflush(stdout);
   });
-  // TensorBoard files go to a temporary directory, removed at the end (tensorboard --logdir DIR
-  // shows them while the demo runs).
+  // TensorBoard files: `tensorboard --logdir DIR` shows them while the demo runs.
   const std::filesystem::path logdir =
-      std::filesystem::temp_directory_path() / ("runhooks-demo-" + std::to_string(std::random_device{}()));
+      kept_logdir ? *kept_logdir
+                  : std::filesystem::temp_directory_path() /
+                        ("runhooks-demo-" + std::to_string(std::random_device{}()));
+  std::printf("TensorBoard files in %s%s\n", logdir.c_str(),
+              kept_logdir ? "" : " (removed at the end; --logdir DIR keeps them)");
 
   constexpr std::int64_t num_steps = 3000;
   const Weights true_weights = {2.0, -3.0, 1.5, 0.0, -1.0, 0.5, -0.5};
@@ -115,8 +141,10 @@ int main() {
 
   while (!session.should_stop()) session.run();
   session.close();  // every end(): the progress bar's last line, the summaries flushed
-  std::error_code ignored;
-  std::filesystem::remove_all(logdir, ignored);
+  if (!kept_logdir) {
+    std::error_code ignored;
+    std::filesystem::remove_all(logdir, ignored);
+  }
 
   const LogisticRegression& model = session.raw_session();
   std::printf("after %lld steps:\n", static_cast<long long>(model.global_step()));
