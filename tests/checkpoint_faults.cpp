@@ -21,15 +21,11 @@
 #include <optional>
 #include <random>
 #include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,10 +33,10 @@
 #include <runhooks/checkpoint/chief_session_creator.hpp>
 
 #include <support/checkpoint_backends.hpp>
+#include <support/child_process.hpp>
 
 #include "logistic_regression.hpp"
 
-extern char** environ;
 
 namespace {
 
@@ -53,97 +49,7 @@ std::string helper_path() {
   return path;
 }
 
-// A child process with its stdout in a pipe.
-class Child {
- public:
-  explicit Child(const std::vector<std::string>& args) {
-    int fds[2];
-    REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-    std::vector<char*> argv;
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    const int error = ::posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    ::close(fds[1]);
-    out_ = fds[0];
-    REQUIRE_MESSAGE(error == 0, "posix_spawn " << args[0] << ": " << std::strerror(error));
-  }
-  Child(const Child&) = delete;
-  ~Child() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      wait();
-    }
-    if (out_ >= 0) ::close(out_);
-  }
-
-  // Reads what the child wrote for up to `ms` milliseconds (until its stdout closes).
-  void read_for(double ms) {
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::microseconds(static_cast<long>(ms * 1000));
-    for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() < 0 || out_ < 0) return;
-      pollfd p{out_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
-        if (std::chrono::steady_clock::now() >= deadline) return;
-        continue;
-      }
-      if (!drain_once()) return;
-    }
-  }
-  // Reads until the child's stdout closes.
-  void read_all() {
-    while (out_ >= 0 && drain_once()) {
-    }
-  }
-  void kill(int signal) { ::kill(pid_, signal); }
-  pid_t pid() const { return pid_; }
-  int wait() {
-    int status = 0;
-    if (pid_ > 0) {
-      while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-      }
-      pid_ = -1;
-      status_ = status;
-    }
-    return status_;
-  }
-  const std::string& output() const { return output_; }
-  std::vector<std::string> lines() const {
-    std::vector<std::string> lines;
-    std::istringstream in(output_);
-    for (std::string line; std::getline(in, line);) lines.push_back(line);
-    return lines;
-  }
-  bool said(const std::string& line) const {
-    for (const std::string& l : lines())
-      if (l == line) return true;
-    return false;
-  }
-
- private:
-  bool drain_once() {
-    char buffer[4096];
-    const ::ssize_t got = ::read(out_, buffer, sizeof buffer);
-    if (got <= 0) {
-      if (got < 0 && errno == EINTR) return true;
-      ::close(out_);
-      out_ = -1;
-      return false;
-    }
-    output_.append(buffer, static_cast<std::size_t>(got));
-    return true;
-  }
-  pid_t pid_ = -1;
-  int out_ = -1;
-  int status_ = 0;
-  std::string output_;
-};
+using support::Child;
 
 std::int64_t number_after(const std::string& line, const std::string& prefix) {
   return std::stoll(line.substr(prefix.size()));

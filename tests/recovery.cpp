@@ -20,12 +20,16 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <stop_token>
+#include <thread>
 
 #include <support/fakes.hpp>
+#include <support/stop_during_recovery.hpp>
 
 using namespace fakes;
 using runhooks::SessionRunArgs;
@@ -535,4 +539,130 @@ TEST_CASE("(runhooks) the caller's request_stop survives a recovery; the hooks' 
   session.coordinator().request_stop(std::make_exception_ptr(runhooks::AbortedError("lost")));
   CHECK(session.should_stop());  // re-created, but the caller asked to stop
   CHECK(created == 2);
+}
+
+// Issue 17, item 4 (runhooks; TensorFlow retries regardless): a stop always wins. A stop asked
+// for while the session creates or re-creates its backend ends the retries at once, a back-off
+// included, and the session stops without a backend, with one log line. Each case would wait
+// 11 days (or retry forever) without it: stops::HangGuard fails it after 20 s instead. The
+// signal's cases are in signal_stop_hook.cpp, with a real process in recovery_signal.cpp.
+
+TEST_CASE("stop wins: request_stop() from another thread wakes run()'s back-off; run() returns without the step") {
+  stops::WatchedLog log;
+  int calls = 0;
+  runhooks::MonitoredSession session{
+      runhooks::SessionCreator{stops::FailingFactory{&calls, 1}, stops::ForeverEvery11Days{}},
+      FakeHook<>{}};
+  std::thread stopper([&] {
+    log.wait_for("runhooks: backend lost; re-creating it (attempt 1,");
+    session.request_stop();
+  });
+  stops::HangGuard guard("run() stayed in its back-off after request_stop() from another thread");
+  const auto values = session.run(SessionRunArgs{runhooks::fetch<V>(), runhooks::feed<C>(2.0)});
+  guard.release();
+  stopper.join();
+  CHECK_FALSE(values[V{}].has_value());  // the step never ran
+  CHECK(session.should_stop());
+  CHECK(calls == 1);  // no re-creation was attempted
+  CHECK(log.count("stopped during recovery") == 1);
+  CHECK(log.count("runhooks: stopped during recovery (request_stop() was called): the backend is not "
+                  "created again after 1 failure, and the session stops without one. Last error: "
+                  "the step lost its backend") == 1);
+  CHECK_THROWS_WITH_AS(session.run(), "Run called even after should_stop requested.",
+                       runhooks::UsageError);
+  CHECK_THROWS_WITH_AS(session.raw_session(),
+                       "The session has no backend: re-creating it failed, or a stop ended its "
+                       "recovery.",
+                       runhooks::UsageError);
+  CHECK_NOTHROW(session.close());
+  CHECK(session.hook<0>().call_counter.end == 0);  // no backend to end
+}
+
+TEST_CASE("stop wins: request_stop() from another thread ends the constructor's endless retries (RetryForever)") {
+  using Session = runhooks::MonitoredSession<runhooks::SessionCreator<stops::FailingFactory>>;
+  stops::WatchedLog log;
+  int calls = 0;
+  // The stopping thread needs the session's address while its constructor still runs.
+  alignas(Session) unsigned char storage[sizeof(Session)];
+  Session* const address = reinterpret_cast<Session*>(storage);
+  std::thread stopper([&] {
+    log.wait_for("(attempt 3, after 0 s)");
+    address->request_stop();
+  });
+  stops::HangGuard guard("the constructor kept retrying after request_stop() from another thread");
+  Session& session = *::new (storage) Session(stops::FailingFactory{&calls});
+  guard.release();
+  stopper.join();
+  CHECK(session.should_stop());
+  CHECK(calls >= 3);
+  CHECK(log.count("stopped during recovery") == 1);
+  CHECK(log.count("runhooks: stopped during recovery (request_stop() was called): the backend is not "
+                  "created again after ") == 1);
+  runhooks::run_loop(session);  // no step; closes cleanly
+  CHECK(session.closed());
+  std::destroy_at(&session);
+}
+
+TEST_CASE("stop wins: the coordinator's request_stop() from another thread wakes run()'s back-off") {
+  stops::WatchedLog log;
+  int calls = 0;
+  runhooks::MonitoredSession session{
+      runhooks::SessionCreator{stops::FailingFactory{&calls, 1}, stops::ForeverEvery11Days{}}};
+  runhooks::Coordinator& coord = session.coordinator();
+  std::thread stopper([&] {
+    log.wait_for("runhooks: backend lost; re-creating it (attempt 1,");
+    coord.request_stop();
+  });
+  stops::HangGuard guard("run() stayed in its back-off after the coordinator was stopped");
+  session.run();
+  guard.release();
+  stopper.join();
+  CHECK(session.should_stop());
+  CHECK(calls == 1);
+  CHECK(log.count("stopped during recovery") == 1);
+  CHECK(log.count("runhooks: stopped during recovery (the coordinator was stopped): ") == 1);
+  CHECK_NOTHROW(session.close());
+}
+
+TEST_CASE("stop wins: an error reported to the coordinator during recovery ends it and is raised by close()") {
+  stops::WatchedLog log;
+  int calls = 0;
+  runhooks::MonitoredSession session{
+      runhooks::SessionCreator{stops::FailingFactory{&calls, 1}, stops::ForeverEvery11Days{}}};
+  runhooks::Coordinator& coord = session.coordinator();
+  std::thread stopper([&] {
+    log.wait_for("runhooks: backend lost; re-creating it (attempt 1,");
+    coord.request_stop(std::make_exception_ptr(std::runtime_error("watchdog: no progress for 10 min")));
+  });
+  stops::HangGuard guard("run() stayed in its back-off after the coordinator was stopped with an error");
+  session.run();
+  guard.release();
+  stopper.join();
+  CHECK(session.should_stop());
+  CHECK(log.count("stopped during recovery (the coordinator was stopped)") == 1);
+  CHECK_THROWS_WITH_AS(session.close(), "watchdog: no progress for 10 min", std::runtime_error);
+}
+
+TEST_CASE("stop wins: run_step_fn does not run step_fn again; without a result to return it throws StopIteration") {
+  stops::WatchedLog log;
+  int calls = 0;
+  runhooks::MonitoredSession session{
+      runhooks::SessionCreator{stops::FailingFactory{&calls, 1}, stops::ForeverEvery11Days{}}};
+  std::thread stopper([&] {
+    log.wait_for("runhooks: backend lost; re-creating it (attempt 1,");
+    session.request_stop();
+  });
+  stops::HangGuard guard("run_step_fn stayed in its back-off after request_stop() from another thread");
+  int bodies = 0;
+  CHECK_THROWS_AS(session.run_step_fn([&](auto& step_context) {
+    ++bodies;
+    step_context.run_with_hooks();
+    return 42;
+  }),
+                  runhooks::StopIteration);
+  guard.release();
+  stopper.join();
+  CHECK(bodies == 1);
+  CHECK(session.should_stop());
+  CHECK(log.count("stopped during recovery") == 1);
 }

@@ -2,6 +2,8 @@
 // (the checkpoint hook's final save included); a second one restores the previous handler and
 // re-raises; the previous handlers are back once the session ends, however it ends. The
 // end-to-end case with a real process and SIGTERM from outside is tests/checkpoint_faults.cpp.
+// A signal during creation or recovery ends it at once (issue 17, item 4): the cases below, and
+// tests/recovery_signal.cpp with a real process.
 #include <doctest/doctest.h>
 
 #include <csignal>
@@ -10,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include <signal.h>
@@ -21,6 +24,7 @@
 #include <runhooks/monitored_session.hpp>
 
 #include <support/checkpoint_backends.hpp>
+#include <support/stop_during_recovery.hpp>
 
 using runhooks::SignalStopHook;
 
@@ -192,4 +196,56 @@ TEST_CASE("signal stop: signals a handler cannot catch are refused") {
                        std::invalid_argument);
   CHECK_THROWS_AS(SignalStopHook({.signals = {0}}), std::invalid_argument);
   CHECK_THROWS_AS(SignalStopHook({.signals = {SIGSTOP}}), std::invalid_argument);
+}
+
+TEST_CASE("signal stop: SIGTERM on another thread wakes the first creation's back-off; the session stops without a backend") {
+  stops::WatchedLog log;
+  const Handler before_term = current_handler(SIGTERM);
+  int calls = 0;
+  {
+    // raise() delivers to the calling thread: the session's thread sleeps on, unless woken.
+    std::thread signaller([&] {
+      log.wait_for("runhooks: backend lost; re-creating it (attempt 1,");
+      ::raise(SIGTERM);
+    });
+    stops::HangGuard guard("the constructor stayed in its back-off after SIGTERM");
+    runhooks::MonitoredSession session{
+        runhooks::SessionCreator{stops::FailingFactory{&calls}, stops::ForeverEvery11Days{}},
+        SignalStopHook{}};
+    guard.release();
+    signaller.join();
+    CHECK(session.should_stop());
+    CHECK(calls == 1);
+    CHECK(SignalStopHook::received_signal() == SIGTERM);
+    CHECK(log.count("stopped during recovery") == 1);
+    CHECK(log.count("runhooks: stopped during recovery (SIGTERM received): the backend is not "
+                    "created again after 1 failure, and the session stops without one. Last "
+                    "error: the backend's host is down") == 1);
+    runhooks::run_loop(session);  // no step; closes cleanly
+    CHECK(session.closed());
+  }
+  CHECK(current_handler(SIGTERM) == before_term);
+}
+
+TEST_CASE("signal stop: SIGINT on another thread ends run()'s endless retries (RetryForever, no back-off)") {
+  stops::WatchedLog log;
+  int calls = 0;
+  int ends = 0;
+  runhooks::MonitoredSession session{stops::FailingFactory{&calls, 1}, SignalStopHook{},
+                                     EndCounter{&ends}};
+  std::thread signaller([&] {
+    log.wait_for("(attempt 3, after 0 s)");
+    ::raise(SIGINT);
+  });
+  stops::HangGuard guard("run() kept re-creating the backend after SIGINT");
+  session.run();
+  guard.release();
+  signaller.join();
+  CHECK(session.should_stop());
+  CHECK(calls >= 3);
+  CHECK(log.count("stopped during recovery") == 1);
+  CHECK(log.count("runhooks: stopped during recovery (SIGINT received): the backend is not created "
+                  "again after ") == 1);
+  CHECK_NOTHROW(session.close());
+  CHECK(ends == 0);  // no backend to end
 }

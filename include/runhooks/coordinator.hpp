@@ -18,6 +18,7 @@
 
 #include <runhooks/detail/checked.hpp>
 #include <runhooks/detail/coordinator_slot.hpp>
+#include <runhooks/detail/sleep.hpp>
 #include <runhooks/detail/type_list.hpp>
 #include <runhooks/error.hpp>
 
@@ -39,13 +40,16 @@ class Coordinator {
   ~Coordinator() { request_stop(); }  // the jthreads join as the list is destroyed
 
   // Stops the coordinator. The first exception passed in is kept; later ones are dropped, as in
-  // TensorFlow.
+  // TensorFlow. A session waiting to re-create its backend wakes and ends its recovery.
   void request_stop(std::exception_ptr error = nullptr) noexcept {
-    std::lock_guard lock(mutex_);
-    if (error && !error_) error_ = std::move(error);
-    stopped_.store(true, std::memory_order_seq_cst);
-    if (raise_ != nullptr) raise_->store(true, std::memory_order_seq_cst);
-    source_.request_stop();
+    {
+      std::lock_guard lock(mutex_);
+      if (error && !error_) error_ = std::move(error);
+      stopped_.store(true, std::memory_order_seq_cst);
+      if (raise_ != nullptr) raise_->store(true, std::memory_order_seq_cst);
+      source_.request_stop();
+    }
+    detail::wake_stop_waiters();
   }
 
   // A hook that took `const Coordinator&` reads the coordinator and cannot stop it: the session

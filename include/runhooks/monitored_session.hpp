@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <exception>
 #include <optional>
@@ -43,6 +44,21 @@
 #endif
 
 namespace runhooks {
+
+// A hook that can say, outside its per-step points, that the session should stop. While the
+// session creates or re-creates its backend no after_run runs, so it asks such hooks directly,
+// before every attempt and at every wake of the back-off: a stop ends the recovery (see
+// BasicMonitoredSession::recover). Models: SignalStopHook (a signal arrived).
+//   Minimal complete definition: `bool stop_requested()`, cheap and safe to call at any time
+//   (it is never called on the per-step path), and `std::string stop_reason()` for the log line
+//   ("SIGTERM received"). A source set by another thread or a signal handler is seen at once if
+//   it also calls detail::wake_stop_waiters(), as SignalStopHook's handler does; otherwise at the
+//   next attempt or the end of the back-off.
+template <class Hook>
+concept StopSource = requires(Hook& hook) {
+  { hook.stop_requested() } -> std::convertible_to<bool>;
+  { hook.stop_reason() } -> std::convertible_to<std::string>;
+};
 
 namespace detail {
 
@@ -110,6 +126,10 @@ struct StopState {
   std::exception_ptr raised_error;    // the one run() raised, so close() does not raise it twice
   std::atomic<bool> raised{false};    // stop, or the coordinator was stopped
   CoordinatorSlot coord{&raised};     // made on demand; raises `raised` when stopped
+  // While the loop's thread creates or re-creates the backend, it is blocked inside the session,
+  // and a request_stop() comes from another thread: that one must not write the plain flags
+  // above. 0: not recovering; 1: recovering; 2: recovering, and request_stop() was called.
+  std::atomic<int> recovering{0};
 
   // Out of line: the compiler then does not carry `attention`'s first value into the loop in a
   // register, and the per-step test stays one compare of memory (clang).
@@ -132,6 +152,35 @@ struct StopState {
   }
   void poll_coordinator() noexcept { polls_coordinator = attention = true; }
 };
+
+// Marks the loop's thread as creating or re-creating the backend (state.recovering), so that a
+// request_stop() from another thread only flips the atomic. The outermost scope, on leaving,
+// turns such a request into the caller's stop, on the loop's thread.
+class RecoveringScope {
+ public:
+  explicit RecoveringScope(StopState& state) noexcept : state_(state) {
+    int expected = 0;
+    outermost_ = state.recovering.compare_exchange_strong(expected, 1, std::memory_order_seq_cst);
+  }
+  RecoveringScope(const RecoveringScope&) = delete;
+  RecoveringScope& operator=(const RecoveringScope&) = delete;
+  ~RecoveringScope() {
+    if (outermost_ && state_.recovering.exchange(0, std::memory_order_seq_cst) == 2) {
+      state_.caller_stop = true;
+      state_.set_stop();
+    }
+  }
+
+ private:
+  StopState& state_;
+  bool outermost_;
+};
+
+// What a run() whose recovery a stop ended returns: its step did not run, so no value.
+template <class T>
+inline constexpr bool is_run_values = false;
+template <class Args>
+inline constexpr bool is_run_values<SessionRunValues<Args>> = true;
 
 // Named calls keep the backend's feed() and fetch() dependent, so a backend without them
 // compiles as long as no one feeds or fetches. A key the backend lacks is reported once, by
@@ -208,7 +257,9 @@ class BasicMonitoredSession {
                 "runhooks: a session takes at most one profiling hook (ProfilerHook).");
 
   // TensorFlow's construction order: every begin(), then the backend, then every
-  // after_create_session().
+  // after_create_session(). A recoverable session retries a creation that fails with a
+  // preemption error as its policy allows; a stop during those retries (see request_stop())
+  // ends them, and the constructor returns a stopped session without a backend.
   explicit BasicMonitoredSession(Source source, Hooks... hooks)
       : slot_(std::move(source)), hooks_{std::move(hooks)...} {
     for_each_hook([](auto& hook) {
@@ -219,10 +270,11 @@ class BasicMonitoredSession {
       state_.coord.get();
     if constexpr ((... || TakesCoordinator<detail::unwrap_hook_t<Hooks>, backend_type>))
       state_.poll_coordinator();
-    try {
-      create_session();
-    } catch (...) {
-      creation_failed(std::current_exception());
+    if constexpr (recoverable) {
+      detail::RecoveringScope recovering(state_);
+      create_first();
+    } else {
+      create_first();
     }
   }
 
@@ -261,7 +313,9 @@ class BasicMonitoredSession {
   }
 
   // One step: every before_run, the backend's step with the merged feeds and fetches, every
-  // after_run. Returns the caller's own fetched values when args has fetches.
+  // after_run. Returns the caller's own fetched values when args has fetches. When a stop ends
+  // the recovery from a lost backend, run() returns without running the step (every fetched
+  // value empty) and the session is stopped, as after a hook's stop.
   template <class... Items>
   RUNHOOKS_DETAIL_HOT auto run(const SessionRunArgs<Items...>& args) {
     if (stop_requested()) [[unlikely]]
@@ -271,7 +325,9 @@ class BasicMonitoredSession {
   RUNHOOKS_DETAIL_HOT void run() { run(empty_args_); }
 
   // Runs step_fn(step_context) once, re-running all of it after a recovery. step_context offers
-  // session() (the backend, no hooks), run_with_hooks(...) and request_stop().
+  // session() (the backend, no hooks), run_with_hooks(...) and request_stop(). When a stop ends
+  // that recovery, step_fn is not run again: a step_fn returning void returns, any other throws
+  // StopIteration (a clean end for run_loop), since there is no result to return.
   template <class StepFn>
   decltype(auto) run_step_fn(StepFn&& step_fn) {
     static_assert(std::is_invocable_v<StepFn&, StepContext<BasicMonitoredSession>&>,
@@ -287,17 +343,31 @@ class BasicMonitoredSession {
   }
 
   // Ask to stop after this step, from the thread that runs the loop (TensorFlow users asked for
-  // this in vain, tensorflow#14028). From other threads use coordinator().request_stop().
+  // this in vain, tensorflow#14028). While that thread is blocked creating or re-creating the
+  // backend (in the constructor, or a run() or should_stop() that recovers), another thread may
+  // call it too: the retries end at once, a back-off included, and the session stops without a
+  // backend. At other times, other threads stop the session with coordinator().request_stop(),
+  // which is always safe (a stop during recovery included).
   void request_stop() noexcept {
+    if constexpr (recoverable) {
+      int expected = 1;
+      if (state_.recovering.compare_exchange_strong(expected, 2, std::memory_order_seq_cst) ||
+          expected == 2) {
+        detail::wake_stop_waiters();
+        return;
+      }
+    }
     state_.caller_stop = true;
     state_.set_stop();
   }
 
   // The backend, bypassing hooks (TensorFlow's raw_session()). It stays valid after close(); after
-  // a re-creation that failed there is none, and this throws UsageError.
+  // a re-creation that failed, or a stop during recovery, there is none, and this throws
+  // UsageError.
   backend_type& raw_session() {
     if (!slot_.alive()) [[unlikely]]
-      throw UsageError("The session has no backend: re-creating it failed.");
+      throw UsageError("The session has no backend: re-creating it failed, or a stop ended its "
+                       "recovery.");
     return slot_.get();
   }
 
@@ -388,6 +458,14 @@ class BasicMonitoredSession {
   [[gnu::noinline]] void refuse_unless_hooks_stopped() {
     if (state_.closed || state_.pending_error || state_.caller_stop || !slot_.alive())
       refuse_run();
+  }
+
+  void create_first() {
+    try {
+      create_session();
+    } catch (...) {
+      creation_failed(std::current_exception());
+    }
   }
 
   // The first creation failed: a preemption is recovered from as the policy allows, anything
@@ -713,6 +791,8 @@ class BasicMonitoredSession {
           if (state_.closed || !detail::is_preemption(error)) throw;
           if (const std::exception_ptr end = recover(failures, error)) throw_for(end);
         }
+        if (!slot_.alive()) [[unlikely]]  // a stop ended the recovery
+          return stopped_result<decltype(f())>();
       }
     }
   }
@@ -721,6 +801,9 @@ class BasicMonitoredSession {
   // after_create_session(): TensorFlow's _CoordinatedSessionCreator.create_session.
   void create_session() {
     slot_.create();
+    start_generation();
+  }
+  void start_generation() {
     state_.coord.reset();
     after_create_session();
   }
@@ -742,22 +825,51 @@ class BasicMonitoredSession {
   // otherwise the session is left without a backend, stopped, and this returns the error that
   // ends the recovery: the failure the policy gave up on, or a fatal error while re-creating.
   // A coordinator thread's error found on the way waits in pending_error, and wins where raised.
+  //
+  // A stop always wins (runhooks; TensorFlow retries regardless): a stop asked for during the
+  // recovery (stop_arrived()) is looked for before every attempt, throughout the back-off,
+  // which it wakes, and once the creator returns a backend, before any hook sees it. It ends
+  // the recovery: the session is left stopped without a backend, one line is logged, and this
+  // returns null. An attempt in progress is not interrupted: its creator's own waits are its own.
   std::exception_ptr recover(int& failures, std::exception_ptr failure) {
+    detail::RecoveringScope recovering(state_);
     end_generation();
     // Until a new backend is ready the session should stop and run() must not reach the
     // backend (TensorFlow: should_stop() is true while _sess is None).
     state_.set_stop();
+    try {
+      std::exception_ptr end = retry(failures, std::move(failure));
+      if (!slot_.alive()) state_.set_stop();  // raises again the flag retry() listened on
+      return end;
+    } catch (...) {  // a policy's invalid delay
+      state_.set_stop();
+      throw;
+    }
+  }
+
+  // recover()'s attempts. Leaves `raised` lowered unless it re-created the backend.
+  std::exception_ptr retry(int& failures, std::exception_ptr failure) {
     for (;; ++failures) {
       if (state_.pending_error) return failure;
+      // The lost generation's threads are joined: from here on, the coordinator's stop (which
+      // raises this flag) is someone's request to stop.
+      state_.raised.store(false, std::memory_order_seq_cst);
+      if (stop_arrived()) return stopped_during_recovery(failures, failure);
       const std::optional<double> delay = slot_.creator.policy().next_delay(failures);
       if (!delay) return failure;
       const double secs = detail::checked_secs("the retry policy's next_delay()", *delay);
       log(Severity::info, "runhooks: backend lost; re-creating it (attempt " +
                               std::to_string(failures) + ", after " + detail::format_number(secs) +
                               " s): " + detail::describe(failure));
-      detail::sleep_secs(secs);
+      if (detail::wait_unless_stopped(secs, [this] { return stop_arrived(); }))
+        return stopped_during_recovery(failures, failure);
       try {
-        create_session();
+        slot_.create();
+        if (stop_arrived()) {
+          slot_.destroy();  // no hook has seen it
+          return stopped_during_recovery(failures, failure);
+        }
+        start_generation();
         state_.clear_stop();
         return nullptr;
       } catch (...) {
@@ -766,6 +878,52 @@ class BasicMonitoredSession {
         if (!detail::is_preemption(failure)) return failure;
       }
     }
+  }
+
+  // Whether a stop was asked for while the loop's thread creates or re-creates the backend,
+  // where no after_run runs: by request_stop() from another thread, by stopping the coordinator
+  // (which raises `raised`; retry() lowers it first), or by a hook that models StopSource.
+  bool stop_arrived() {
+    if (state_.recovering.load(std::memory_order_seq_cst) == 2 ||
+        state_.raised.load(std::memory_order_seq_cst))
+      return true;
+    bool any = false;
+    for_each_hook([&](auto& hook) {
+      if constexpr (StopSource<std::remove_cvref_t<decltype(hook)>>)
+        any = any || static_cast<bool>(hook.stop_requested());
+    });
+    return any;
+  }
+
+  [[gnu::noinline, gnu::cold]] std::exception_ptr stopped_during_recovery(
+      int failures, const std::exception_ptr& failure) {
+    std::string why;
+    if (state_.recovering.load(std::memory_order_seq_cst) == 2)
+      why = "request_stop() was called";
+    else if (state_.raised.load(std::memory_order_seq_cst))
+      why = "the coordinator was stopped";
+    for_each_hook([&](auto& hook) {
+      if constexpr (StopSource<std::remove_cvref_t<decltype(hook)>>)
+        if (why.empty() && hook.stop_requested()) why = hook.stop_reason();
+    });
+    log(Severity::warning,
+        "runhooks: stopped during recovery (" + why + "): the backend is not created again after " +
+            (failures == 1 ? std::string("1 failure") :
+                             std::to_string(failures) + " consecutive failures") +
+            ", and the session stops without one. Last error: " + detail::describe(failure));
+    return nullptr;
+  }
+
+  // What run() or run_step_fn() returns when a stop ended the recovery (see their comments).
+  template <class Result>
+  static Result stopped_result() {
+    if constexpr (std::is_void_v<Result>)
+      return;
+    else if constexpr (detail::is_run_values<Result>)
+      return Result{};
+    else
+      throw StopIteration("runhooks: the session stopped during recovery; step_fn was not run "
+                          "again and has no result.");
   }
 
   [[gnu::noinline]] bool should_stop_slow() {

@@ -335,19 +335,29 @@ class Model {
   // hook's after_create_session"; a backend whose initialize() threw is destroyed), the
   // coordinator is fresh for it (README: "resets it in place"), then every hook's
   // after_create_session in order; hook A starts the backend's coordinator thread.
+  // A stop the creator or initialize() requests (the caller's request_stop(), made while the
+  // session creates its backend: header request_stop()) is held in creator_stop_ until the
+  // creation or recovery ends (end_creating()).
   void create_attempt() {
+    create_backend();
+    start_generation();
+  }
+  void create_backend() {
     const int k = ++backends_made_;
     const std::string b = "backend#" + std::to_string(k);
     trace(b + ".create");
-    fire(Point::create, -1);
+    fire(Point::create, -1, &creator_stop_);
     trace(b + ".initialize");
     try {
-      fire(Point::initialize, -1);
+      fire(Point::initialize, -1, &creator_stop_);
     } catch (const Error&) {
       trace(b + ".destroy");
       throw;
     }
     backend_ = k;
+  }
+  void start_generation() {
+    const std::string b = "backend#" + std::to_string(backend_);
     if (coord_exists_) {
       coord_stopped_ = false;
       coord_error_.reset();
@@ -391,24 +401,54 @@ class Model {
   // when the policy gives up or a thread's error waits: the session then has no backend (header:
   // recover(), raw_session()). A non-preemption error while re-creating propagates. `cause` is
   // the failure being recovered from; it becomes the one the policy gave up on.
-  bool recover(int& failures, Error& cause, const std::string& first_log) {
+  //
+  // README "a stop always wins" (header recover()): a stop requested during the recovery is
+  // looked for before each attempt (before the policy is asked) and once the backend is created
+  // and initialized, before any hook sees it (it is then destroyed); it ends the recovery
+  // without a backend, with one log line: Recovery::stopped.
+  enum class Recovery { recovered, gave_up, stopped };
+  Recovery recover(int& failures, Error& cause, const std::string& first_log) {
+    struct Ending {  // the caller's stop, once the recovery ends, however it ends
+      Model* m;
+      ~Ending() { m->end_creating(); }
+    } ending{this};
     end_generation();
-    if (pending_) return false;
+    if (pending_) return Recovery::gave_up;
     for (bool first = true;; ++failures, first = false) {
-      if (failures > c_.max_retries) return false;
+      if (creator_stop_) return stopped_during_recovery(failures, cause);
+      if (failures > c_.max_retries) return Recovery::gave_up;
       trace("log: re-creating (attempt " + std::to_string(failures) + "): " + (first ? first_log : cause.what));
       try {
-        create_attempt();
+        create_backend();
+        if (creator_stop_) {
+          trace("backend#" + std::to_string(backend_) + ".destroy");
+          backend_ = 0;
+          return stopped_during_recovery(failures, cause);
+        }
+        start_generation();
         hook_stop_ = false;
-        return true;
+        return Recovery::recovered;
       } catch (const Error& e) {
         end_generation();
         if (!e.preemption()) throw;
-        if (pending_) return false;
+        if (pending_) return Recovery::gave_up;
         cause = e;
         last_creation_error_ = e.what;  // D4 emulation only
       }
     }
+  }
+
+  Recovery stopped_during_recovery(int failures, const Error& cause) {
+    trace("log: stopped during recovery (request_stop() was called) after " + std::to_string(failures) +
+          ": " + cause.what);
+    return Recovery::stopped;
+  }
+
+  // Header request_stop(): a request made while the loop's thread creates or re-creates the
+  // backend becomes the caller's stop once that ends.
+  void end_creating() {
+    if (creator_stop_) caller_stop_ = true;
+    creator_stop_ = false;
   }
 
   [[noreturn]] void raise_pending() {
@@ -437,7 +477,7 @@ class Model {
       } catch (const Error& e) {
         if (!e.preemption()) throw;
         Error cause = e;
-        bool recovered = false;
+        Recovery recovered = Recovery::gave_up;
         try {
           recovered = recover(failures, cause, first_log(e));
         } catch (const Error&) {
@@ -446,7 +486,9 @@ class Model {
           if (pending_) raise_pending();
           throw;
         }
-        if (!recovered) {
+        // Header run() and run_step_fn(): the step is not run again, and (void) returns.
+        if (recovered == Recovery::stopped) return;
+        if (recovered == Recovery::gave_up) {
           if (pending_) raise_pending();
           throw dev_.give_up_raises_step_error ? e.as_raised() : cause;
         }
@@ -473,11 +515,17 @@ class Model {
         if (pending_) throw *pending_;
         throw;
       }
+      end_creating();  // no recovery: a stop from the creator is the caller's at once
       return;
     }
     // TF 1.7 "Creation": the constructor creates the first session, retrying preemption errors.
     // A thread's error found on the way wins (header throw_for(): what a thread reported wins;
-    // brief: never dropped, and no later run() could raise it).
+    // brief: never dropped, and no later run() could raise it). A stop during the retries ends
+    // them: the constructor returns a stopped session without a backend.
+    struct Ending {
+      Model* m;
+      ~Ending() { m->end_creating(); }
+    } ending{this};
     try {
       create_attempt();
     } catch (const Error& e) {
@@ -488,14 +536,14 @@ class Model {
       }
       int failures = 1;
       Error cause = e;
-      bool recovered = false;
+      Recovery recovered = Recovery::gave_up;
       try {
         recovered = recover(failures, cause, e.what);
       } catch (const Error&) {
         if (pending_ && !dev_.constructor_drops_thread_error) throw *pending_;
         throw;
       }
-      if (!recovered) {
+      if (recovered == Recovery::gave_up) {
         if (pending_) throw *pending_;
         throw dev_.give_up_raises_step_error ? e : cause;
       }
@@ -538,7 +586,7 @@ class Model {
         return "ok";
       }
       case OpKind::raw_session:
-        if (backend_ == 0) throw usage("The session has no backend: re-creating it failed.");  // header
+        if (backend_ == 0) throw usage("The session has no backend: re-creating it failed, or a stop ended its recovery.");  // header
         return "backend#" + std::to_string(backend_);
       case OpKind::run_loop: run_loop(op); return "ok";
     }
@@ -670,9 +718,9 @@ class Model {
       Error cause = *coord_error_;
       last_creation_error_.reset();
       try {
-        const bool recovered = recover(failures, cause, cause.what);
+        const Recovery recovered = recover(failures, cause, cause.what);
         last_creation_error_.reset();
-        if (!recovered) return true;
+        if (recovered != Recovery::recovered) return true;
       } catch (const Error& e) {
         last_creation_error_.reset();
         trace("log: re-creating failed: " + e.what);
@@ -769,6 +817,7 @@ class Model {
   bool closed_ = false;
   bool hook_stop_ = false;
   bool caller_stop_ = false;
+  bool creator_stop_ = false;  // see create_attempt()
   std::optional<Error> pending_;  // a thread's error waiting to be raised
   std::optional<Error> raised_;   // the one run() raised
 

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -136,7 +137,10 @@ rc::Gen<Fault> fault(const Points& points) {
         rc::gen::set(&Fault::point, rc::gen::just(p)),
         rc::gen::set(&Fault::hook, is_hook_point(p) ? weighted<int>({{1, 0}, {1, 1}, {1, 2}}) : rc::gen::just(-1)),
         rc::gen::set(&Fault::nth, nth()),
-        rc::gen::set(&Fault::action, action(p == Point::before_run || p == Point::after_run)));
+        // At create and initialize, a stop request is the caller's request_stop() while the
+        // session creates or re-creates its backend (a stop during recovery).
+        rc::gen::set(&Fault::action, action(p == Point::before_run || p == Point::after_run ||
+                                            p == Point::create || p == Point::initialize)));
   });
 }
 
@@ -255,6 +259,9 @@ class Harness {
 
   const Case& sequence() const { return case_; }
   Script& script() { return script_; }
+  // The caller's session.request_stop(), for the creator's faults (the session may still be in
+  // its constructor).
+  std::function<void()> stop_session;
   int next_backend() { return ++backends_made_; }
 
   void add(std::string line) {
@@ -395,6 +402,18 @@ void log_sink(runhooks::Severity, std::string_view line) {
     entry = "log: error while closing " + std::string(rest);
   } else if (after("runhooks: re-creating the backend failed: ", rest)) {
     entry = "log: re-creating failed: " + std::string(rest);
+  } else if (after("runhooks: stopped during recovery (", rest)) {
+    // "WHY): the backend is not created again after N failure(s) ..., Last error: WHAT"
+    const auto why_end = rest.find("): ");
+    const auto count = rest.find(" again after ");
+    const auto last = rest.find("Last error: ");
+    if (why_end == std::string_view::npos || count == std::string_view::npos || last == std::string_view::npos) {
+      entry = "log: " + std::string(line);
+    } else {
+      const std::string_view n = rest.substr(count + 13, rest.find(' ', count + 13) - (count + 13));
+      entry = "log: stopped during recovery (" + std::string(rest.substr(0, why_end)) + ") after " +
+              std::string(n) + ": " + std::string(rest.substr(last + 12));
+    }
   } else {
     entry = "log: " + std::string(line);
   }
@@ -438,12 +457,12 @@ struct ScriptedCreator {
   ScriptedBackend create_session() {
     const int k = h->next_backend();
     h->add("backend#" + std::to_string(k) + ".create");
-    h->fire(Point::create, -1);
+    h->fire(Point::create, -1, h->stop_session);
     return ScriptedBackend(h, k);
   }
   void initialize(ScriptedBackend& backend) {
     h->add(backend.name() + ".initialize");
-    h->fire(Point::initialize, -1);
+    h->fire(Point::initialize, -1, h->stop_session);
   }
   const runhooks::RetryLimit& policy() const { return retry; }
 };
@@ -556,11 +575,15 @@ void drive(Harness& h, Hooks... hooks) {
   const Case& c = h.sequence();
   const runhooks::RetryLimit retry{.max_retries = c.max_retries, .initial_backoff_secs = 0.0,
                                    .multiplier = 1.0, .max_backoff_secs = 0.0};
-  std::optional<Session> session;
+  // Not an optional: the creator's faults call request_stop() while the constructor runs.
+  alignas(Session) unsigned char storage[sizeof(Session)];
+  Session* const address = reinterpret_cast<Session*>(storage);
+  h.stop_session = [address] { address->request_stop(); };
+  Session* session = nullptr;
   h.script().start(0, &c.construct_faults);
   h.add("== 0 construct");
   try {
-    session.emplace(ScriptedCreator{&h, retry}, hooks...);
+    session = ::new (storage) Session(ScriptedCreator{&h, retry}, hooks...);
     h.add("=> ok");
   } catch (...) {
     h.add("=> threw " + describe_current());
@@ -579,7 +602,7 @@ void drive(Harness& h, Hooks... hooks) {
   }
   h.script().start(index + 1, &c.destroy_faults);
   h.add("== " + std::to_string(index + 1) + " destroy");
-  session.reset();
+  std::destroy_at(session);
   h.add("=> ok");
 }
 
@@ -651,7 +674,11 @@ class Coverage {
         if (has("(attempt 2)")) note("a re-creation failed and was retried");
       }
       if (has(" reports ")) note("a coordinator thread reported");
-      if (has(" stopped")) note("a running coordinator thread was joined");
+      if (has(" stopped") && !has("log: ")) note("a running coordinator thread was joined");
+      if (has("log: stopped during recovery")) {
+        note("a stop ended a recovery");
+        if (op.find("construct") != std::string::npos) note("a stop ended the constructor's recovery");
+      }
       if (line.rfind("=> threw", 0) == 0) {
         if (has("@thread") || has("@caller")) note("a coordinator error was raised");
         if (has("The session has no backend")) note("raw_session() without a backend");

@@ -1,5 +1,6 @@
 // SignalStopHook: the first SIGINT or SIGTERM stops training at the next step boundary, so that
-// every end() runs (and a checkpoint hook writes its final checkpoint); a second one terminates.
+// every end() runs (and a checkpoint hook writes its final checkpoint), or ends a recovery at
+// once; a second one terminates.
 #pragma once
 
 #include <runhooks/detail/config.hpp>
@@ -19,6 +20,7 @@
 
 #include <signal.h>
 
+#include <runhooks/detail/sleep.hpp>
 #include <runhooks/log.hpp>
 
 namespace runhooks {
@@ -44,13 +46,15 @@ inline std::mutex& signal_stop_mutex() {
 }
 static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
 
-// The first signal sets the flag; a second one puts back the handler that was there before us
-// and raises the signal again, which that handler (by default: terminate) then receives once
-// this one returns.
+// The first signal sets the flag and wakes a session waiting to re-create its backend (which
+// then sees the flag: see StopSource in monitored_session.hpp); a second one puts back the
+// handler that was there before us and raises the signal again, which that handler (by default:
+// terminate) then receives once this one returns.
 inline void signal_stop_handler(int signal) {
   const int saved_errno = errno;
   if (!signal_stop_requested.exchange(true, std::memory_order_relaxed)) {
     signal_stop_signal.store(signal, std::memory_order_relaxed);
+    wake_stop_waiters();
   } else if (signal > 0 && signal < signal_stop_max) {
     ::sigaction(signal, &signal_stop_previous[signal], nullptr);
     ::raise(signal);
@@ -75,6 +79,9 @@ inline std::string signal_name(int signal) {
 // Installs its handler for each configured signal in begin() and puts the previous handlers back
 // in end() (or in its destructor, when the session ends by an exception). The first signal asks
 // the session to stop after the step in progress: the loop ends normally and every end() runs.
+// While the session is creating or re-creating its backend (no step runs, so no after_run), the
+// session asks the hook itself (it models StopSource): the signal ends the retries and wakes the
+// back-off at once, and the session stops without a backend.
 // A second signal (the user insists, or the run is stuck) restores the previous handler and
 // re-raises, so the default action (terminate) takes place. The handler only sets a lock-free
 // atomic flag. Per step: one relaxed load of that flag and a test.
@@ -151,6 +158,8 @@ class SignalStopHook {
     const int signal = received_signal();
     return signal == 0 ? std::string() : detail::signal_name(signal);
   }
+  // For the session's log line when the signal ends a recovery: "SIGTERM received".
+  static std::string stop_reason() { return detail::signal_name(received_signal()) + " received"; }
 
  private:
   [[gnu::noinline]] void report() {
