@@ -227,6 +227,27 @@ TEST_CASE("I87 a worker waits max_wait_secs for the chief's first checkpoint, th
                        runhooks::DeadlineExceededError);
 }
 
+TEST_CASE("a worker waiting for the chief's checkpoint stops at once on SIGTERM") {
+  // A stop always wins over creation (issue 17): the wait ends, and the session stops without
+  // using the backend the creator then returns.
+  fakes::LogCapture capture;
+  const ckpt::TempDir dir;
+  const std::string logdir = dir.path.string();
+  std::jthread signaller([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::raise(SIGTERM);
+  });
+  const auto started = std::chrono::steady_clock::now();
+  auto worker = make_training_session(
+      {.is_chief = false, .checkpoint_dir = logdir, .max_wait_secs = 60.0}, factory());
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  CHECK(secs < 5.0);  // a hang guard, not a timing claim: the wait alone would take 60 s
+  CHECK(worker.should_stop());
+  CHECK(capture.contains("stopped during recovery (SIGTERM received)"));
+  worker.close();
+}
+
 TEST_CASE("make_training_session: TensorFlow's hook order and defaults (§1.10)") {
   fakes::LogCapture capture;
   const ckpt::TempDir dir;

@@ -163,6 +163,19 @@ class Conditional : public detail::forwarding_hook<Conditional<Hook>, detail::un
       if (hook_) inner().link(hooks...);
   }
 
+  // A StopSource (SignalStopHook) stays one when it is on: the session asks it while it creates
+  // or re-creates the backend, where no hook point runs.
+  bool stop_requested()
+    requires StopSource<detail::unwrap_hook_t<Hook>>
+  {
+    return hook_ && static_cast<bool>(inner().stop_requested());
+  }
+  std::string stop_reason()
+    requires StopSource<detail::unwrap_hook_t<Hook>>
+  {
+    return hook_ ? std::string(inner().stop_reason()) : std::string();
+  }
+
  private:
   std::optional<Hook> hook_;
 };
@@ -304,11 +317,16 @@ class TrainingSessionCreator {
     }
   }
 
+  // Polls for the chief's checkpoint every 0.25 s. A signal SignalStopHook caught (make_training_
+  // session installs it, from begin(), before this runs) ends the wait at once with an
+  // UnavailableError: the session's recovery then finds the stop before its first retry and stops
+  // without a backend (a stop always wins over creation and recovery).
   void wait_for_chief() {
     if (latest_checkpoint(checkpoint_dir_)) return;
     log(Severity::info, "runhooks: waiting up to " + detail::format_number(max_wait_secs_) +
                             " s for the chief's first checkpoint in " +
                             checkpoint_dir_.string() + ".");
+    const auto signalled = [] { return SignalStopHook::stop_requested(); };
     double waited = 0.0;
     while (!latest_checkpoint(checkpoint_dir_)) {
       if (waited >= max_wait_secs_)
@@ -317,7 +335,9 @@ class TrainingSessionCreator {
                                     " secs. (runhooks: no checkpoint in " +
                                     checkpoint_dir_.string() + ")");
       const double nap = max_wait_secs_ - waited < 0.25 ? max_wait_secs_ - waited : 0.25;
-      detail::sleep_secs(nap);
+      if (detail::wait_unless_stopped(nap, signalled))
+        throw UnavailableError("runhooks: a signal stopped the wait for the chief's first "
+                               "checkpoint in " + checkpoint_dir_.string() + ".");
       waited += nap;
     }
   }
