@@ -81,7 +81,15 @@ class Job:
             self.process.wait()
             fail(f"the job did not end within {timeout} s (a hang)", self)
         self.reader.join(10)
+        # A job expected to fail must fail for its reason: a sanitizer's report after the expected
+        # message would otherwise pass unseen (the asan suite runs these too).
+        for line in self.output():
+            if any(m in line for m in SANITIZER_REPORTS):
+                fail(f"a sanitizer reported: {line}", self)
         return self.process.returncode
+
+
+SANITIZER_REPORTS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 
 
 def fail(message, job=None):
