@@ -1,0 +1,52 @@
+# ./dev demo-mpi: examples/mpi_data_parallel, built quietly and run with 4 MPI ranks.
+
+usage_demo-mpi() {
+  cat <<'EOF'
+./dev demo-mpi [-- DEMO_ARG...]
+  Build examples/mpi_data_parallel (g++, -Dmpi=enabled, build/demo-mpi; output in
+  build/demo-mpi.log) and run it with 4 ranks: mpirun --oversubscribe -np 4 (and
+  --allow-run-as-root as root). Without arguments it trains 20000 steps with checkpoints in a
+  temporary directory, removed afterwards; arguments after -- replace those, e.g.
+  ./dev demo-mpi -- --steps 40000 --checkpoint-dir /tmp/ckpt (run it again to resume).
+EOF
+}
+
+DEMO_MPI_PACKAGES=("${BASE_PACKAGES[@]}" "${MPI_PACKAGES[@]}")
+DEMO_MPI_DIR=build/demo-mpi
+
+cmd_demo-mpi() {
+  local demo_args=() tmp='' status=0
+  while (($# > 0)); do
+    case $1 in
+      --)
+        shift
+        demo_args=("$@")
+        break
+        ;;
+      *) bad_usage demo-mpi "unknown argument '$1' (arguments for the demo go after --)" ;;
+    esac
+  done
+  ensure_packages "${DEMO_MPI_PACKAGES[@]}"
+  command -v mpirun >/dev/null 2>&1 || die "mpirun not found (Debian package openmpi-bin)"
+  local log=$DEMO_MPI_DIR.log exe=$DEMO_MPI_DIR/examples/mpi_data_parallel
+  mkdir -p build
+  pick_meson >"$log"
+  note "building examples/mpi_data_parallel (output in $log)" >&2
+  if ! { configure "$DEMO_MPI_DIR" g++ "${COMMON_SETUP[@]}" -Dbuildtype=debugoptimized \
+    -Dexamples=enabled -Dtests=disabled -Dbenchmarks=disabled -Dmpi=enabled &&
+    "$MESON" compile -C "$DEMO_MPI_DIR" mpi_data_parallel; } >>"$log" 2>&1; then
+    cat "$log" >&2
+    die "building the MPI demo failed; the output above is in $ROOT/$log"
+  fi
+  [[ -x $exe ]] || die "$exe was not built: is it listed in examples/meson.build?"
+  if ((${#demo_args[@]} == 0)); then
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/runhooks-demo-mpi.XXXXXX")
+    demo_args=(--steps 20000 --checkpoint-dir "$tmp/checkpoints")
+  fi
+  local mpirun_args=(--oversubscribe -np 4)
+  ((EUID != 0)) || mpirun_args=(--allow-run-as-root "${mpirun_args[@]}")
+  note "mpirun ${mpirun_args[*]} $exe ${demo_args[*]}" >&2
+  mpirun "${mpirun_args[@]}" "$exe" "${demo_args[@]}" || status=$?
+  [[ -z $tmp ]] || rm -rf "$tmp"
+  return "$status"
+}
