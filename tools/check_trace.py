@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Validates a Chrome trace-event JSON file as ProfilerHook writes it (timeline-<step>.json).
 
-Used by tests/profiler_hook.cpp. Checks what chrome://tracing and Perfetto need to load it:
+Used by tests/hooks/profiler_hook.cpp. Checks what chrome://tracing and Perfetto need to load it:
   - well-formed JSON, an object with a "traceEvents" list;
   - every event has name (string), ph, pid and tid; "X" (complete) events have numeric ts and
     dur with dur >= 0, "M" (metadata) events have args.name;

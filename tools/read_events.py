@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Reads a TensorFlow event file with TensorBoard's own code and prints what it finds.
 
-Used by tests/event_file.cpp to check that TensorBoard, not just our reader, accepts the files
-runhooks::EventFileWriter writes. Needs the `tensorboard` package; TensorFlow is optional.
+Used by tests/summary/event_file.cpp to check that TensorBoard, not just our reader, accepts the
+files runhooks::EventFileWriter writes. Needs the `tensorboard` package; TensorFlow is optional.
 
 Output, one item per line, fields separated by a tab:
     reader        tensorflow|stub     which record reader TensorBoard used

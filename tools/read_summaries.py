@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Reads a TensorFlow event file or a run directory with TensorBoard's own code.
 
-Scalars, histograms and session logs. Used by tests/summary_saver_hook.cpp to check that
+Scalars, histograms and session logs. Used by tests/hooks/summary_saver_hook.cpp to check that
 TensorBoard reads what SummarySaverHook writes (tools/read_events.py does the same for scalars
-alone), and by tests/run_directory.cpp and tests/training_session.cpp to read a run directory as
-`tensorboard --logdir` does: every event file in it, in TensorBoard's order, through one
-EventAccumulator, where a SessionLog START in a later file drops the earlier files' events at
-and after its step. Needs the `tensorboard` package; uses TensorBoard's pure-Python record
-reader, never TensorFlow (whose import takes seconds).
+alone), and by tests/outputs/run_directory.cpp and tests/session/training_session.cpp to read a
+run directory as `tensorboard --logdir` does: every event file in it, in TensorBoard's order,
+through one EventAccumulator, where a SessionLog START in a later file drops the earlier files'
+events at and after its step. Needs the `tensorboard` package; uses TensorBoard's pure-Python
+record reader, never TensorFlow (whose import takes seconds).
 
 Output, one item per line, fields separated by a tab:
     files        N                           event files read (1 for a file)

@@ -7,6 +7,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -120,6 +121,21 @@ concept StepProfiler =
       { h.profile_this_step() } -> std::convertible_to<bool>;
       h.record_span(who, what, secs, secs);
     };
+
+// A hook that can say, outside its per-step points, that the session should stop. While the
+// session creates or re-creates its backend no after_run runs, so it asks such hooks directly,
+// before every attempt and at every wake of the back-off: a stop ends the recovery (rule 4 of
+// session/recovery.hpp). Models: SignalStopHook (a signal arrived).
+//   Minimal complete definition: `bool stop_requested()`, cheap and safe to call at any time
+//   (it is never called on the per-step path), and `std::string stop_reason()` for the log line
+//   ("SIGTERM received"). A source set by another thread or a signal handler is seen at once if
+//   it also calls detail::wake_stop_waiters(), as SignalStopHook's handler does; otherwise at the
+//   next attempt or the end of the back-off.
+template <class Hook>
+concept StopSource = requires(Hook& hook) {
+  { hook.stop_requested() } -> std::convertible_to<bool>;
+  { hook.stop_reason() } -> std::convertible_to<std::string>;
+};
 
 namespace detail {
 

@@ -23,6 +23,7 @@
 #include <runhooks/checkpoint/chief_session_creator.hpp>
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/checked.hpp>
+#include <runhooks/detail/forwarding_hook.hpp>
 #include <runhooks/detail/sleep.hpp>
 #include <runhooks/error.hpp>
 #include <runhooks/hooks/signal_stop_hook.hpp>
@@ -31,7 +32,6 @@
 #include <runhooks/link_hooks.hpp>
 #include <runhooks/log.hpp>
 #include <runhooks/monitored_session.hpp>
-#include <runhooks/mpi/detail/forwarding_hook.hpp>  // needs no MPI: the hook-forwarding bases
 #include <runhooks/outputs/summary_output.hpp>
 #include <runhooks/session_creator.hpp>
 

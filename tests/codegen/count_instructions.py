@@ -35,7 +35,7 @@ N1, N2 = 100_000, 1_100_000
 #  what is compared). A bound holds when subject - reference <= bound + TOLERANCE.
 # The bounds of issue 10: a session is at parity with a hand-written loop that has the same
 # capability and does the same work. A session polls the coordinator's atomic flag only while
-# someone may stop it from another thread (see StopState in monitored_session.hpp), so a session
+# someone may stop it from another thread (see StopState in session/stop_state.hpp), so a session
 # that nobody holds is compared with a loop the caller can stop, and one whose coordinator was
 # taken with a loop another thread can stop (an atomic flag).
 COMPARISONS = [

@@ -596,8 +596,8 @@ class Model {
   // The refusals of a hooked run that come before TF's _CoordinatedSession layer: a closed
   // session (TF 1.5: _sess is None), a waiting thread error (brief: raised from the next run()),
   // the caller's stop request (README; it survives recovery), no backend after a failed
-  // re-creation (recovery.cpp's documented difference: should_stop() is true and run() throws
-  // UsageError).
+  // re-creation (tests/session/recovery.cpp's documented difference: should_stop() is true and
+  // run() throws UsageError).
   void refuse_outside() {
     if (pending_) {
       raised_ = pending_;

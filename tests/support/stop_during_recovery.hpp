@@ -1,7 +1,7 @@
-// What the tests of "a stop always wins" over recovery share (tests/recovery.cpp,
-// tests/signal_stop_hook.cpp): a log another thread can wait on, a retry policy whose back-off
-// only a stop can end, a backend factory that keeps failing, and a guard that turns a hang into
-// a failure that says what hung.
+// What the tests of "a stop always wins" over recovery share (tests/session/recovery.cpp,
+// tests/hooks/signal_stop_hook.cpp): a log another thread can wait on, a retry policy whose
+// back-off only a stop can end, a backend factory that keeps failing, and a guard that turns a
+// hang into a failure that says what hung.
 #pragma once
 
 #include <chrono>

@@ -30,10 +30,10 @@ FUZZ_EVENT_WORK=tests/fuzz/event_reader # its corpus and crashes
 FUZZ_HISTOGRAM=tests/fuzz/histogram_fuzz
 FUZZ_HISTOGRAM_SEEDS=tests/fuzz/make_histogram_seeds
 FUZZ_HISTOGRAM_WORK=tests/fuzz/histogram # its corpus and crashes
-FUZZ_PROTOCOL_PROPERTY=tests/test_protocol_property
-FUZZ_DELETION_PROPERTY=tests/test_checkpoint_deletion_property
-FUZZ_CHECKPOINT_FAULTS=tests/test_checkpoint_faults
-FUZZ_CHECKPOINT_HELPER=tests/checkpoint_helper
+FUZZ_PROTOCOL_PROPERTY=tests/property/test_protocol_property
+FUZZ_DELETION_PROPERTY=tests/property/test_checkpoint_deletion_property
+FUZZ_CHECKPOINT_FAULTS=tests/checkpoint/test_checkpoint_faults
+FUZZ_CHECKPOINT_HELPER=tests/checkpoint/checkpoint_helper
 # In the source tree: the libFuzzer driver and the histogram fuzzer's dictionary.
 FUZZ_RUNNER=tests/fuzz/run_fuzz.py
 FUZZ_HISTOGRAM_DICT=tests/fuzz/histogram.dict

@@ -9,7 +9,8 @@ save's global step; afterwards the state file's list and the checkpoints left on
 
 generate.py calls generate(tf, mock_start_time) and writes what it returns:
   <scenario>.json                     one file per scenario, for humans and diffs
-  checkpoint_saver_hook.hpp           the same as constexpr C++ (tests/checkpoint_tf_reference.cpp)
+  checkpoint_saver_hook.hpp           the same as constexpr C++
+                                      (tests/checkpoint/checkpoint_tf_reference.cpp)
 """
 
 import glob

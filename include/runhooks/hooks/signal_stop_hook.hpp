@@ -47,7 +47,7 @@ inline std::mutex& signal_stop_mutex() {
 static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
 
 // The first signal sets the flag and wakes a session waiting to re-create its backend (which
-// then sees the flag: see StopSource in monitored_session.hpp); a second one puts back the
+// then sees the flag: see StopSource in concepts.hpp); a second one puts back the
 // handler that was there before us and raises the signal again, which that handler (by default:
 // terminate) then receives once this one returns.
 inline void signal_stop_handler(int signal) {

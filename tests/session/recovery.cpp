@@ -545,7 +545,8 @@ TEST_CASE("(runhooks) the caller's request_stop survives a recovery; the hooks' 
 // for while the session creates or re-creates its backend ends the retries at once, a back-off
 // included, and the session stops without a backend, with one log line. Each case would wait
 // 11 days (or retry forever) without it: stops::HangGuard fails it after 20 s instead. The
-// signal's cases are in signal_stop_hook.cpp, with a real process in recovery_signal.cpp.
+// signal's cases are in tests/hooks/signal_stop_hook.cpp, with a real process in
+// recovery_signal.cpp.
 
 TEST_CASE("stop wins: request_stop() from another thread wakes run()'s back-off; run() returns without the step") {
   stops::WatchedLog log;

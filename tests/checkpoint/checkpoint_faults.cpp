@@ -1,4 +1,4 @@
-// Faults with real processes (tests/checkpoint_helper.cpp, the demo backend under a
+// Faults with real processes (tests/checkpoint/checkpoint_helper.cpp, the demo backend under a
 // CheckpointSaverHook and a ChiefSessionCreator):
 //   - crash-resume: the helper is SIGKILLed at random instants, saves included, and restarted,
 //     RUNHOOKS_CRASH_KILLS times (default 50; `./dev fuzz` runs 1000). After every kill the state
@@ -45,7 +45,8 @@ using ckpt::TempDir;
 
 std::string helper_path() {
   const char* path = std::getenv("RUNHOOKS_CHECKPOINT_HELPER");
-  REQUIRE_MESSAGE(path != nullptr, "RUNHOOKS_CHECKPOINT_HELPER must name tests/checkpoint_helper");
+  REQUIRE_MESSAGE(path != nullptr,
+                  "RUNHOOKS_CHECKPOINT_HELPER must name tests/checkpoint/checkpoint_helper");
   return path;
 }
 

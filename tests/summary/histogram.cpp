@@ -1,7 +1,8 @@
 // runhooks::Histogram on every kind of double (issue 17, item 5): DBL_MAX, +-inf, NaN,
 // denormals and -0.0 land in a bucket of the array or nowhere, never past it (the ASan build
 // reports the write that add(DBL_MAX) once made one past the end), and the proto stays whole.
-// TensorFlow's own values for ordinary inputs: tests/summary_saver_hook.cpp, tests/fixtures.
+// TensorFlow's own values for ordinary inputs: tests/hooks/summary_saver_hook.cpp,
+// tests/fixtures.
 
 #include <runhooks/summary/histogram.hpp>
 

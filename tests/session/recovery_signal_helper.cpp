@@ -1,5 +1,6 @@
-// The process that tests/recovery_signal.cpp starts and sends SIGTERM: a MonitoredSession whose
-// backend can never be created (every creation throws UnavailableError), with SignalStopHook.
+// The process that tests/session/recovery_signal.cpp starts and sends SIGTERM: a MonitoredSession
+// whose backend can never be created (every creation throws UnavailableError), with
+// SignalStopHook.
 //
 //   recovery_signal_helper [--backoff SECS]
 //

@@ -1,7 +1,7 @@
 // CheckpointManager: TensorFlow's names and retention (Saver's max_to_keep and
 // keep_checkpoint_every_n_hours), the atomic commit, retention across restarts, re-saving a step
 // the state already names, and the clean-up of what a killed save leaves. Killing real processes
-// mid-save is tests/checkpoint_faults.cpp.
+// mid-save is tests/checkpoint/checkpoint_faults.cpp.
 #include <doctest/doctest.h>
 
 #include <cstdint>

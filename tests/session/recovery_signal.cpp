@@ -1,8 +1,9 @@
 // A stop always wins over recovery, with a real process and a real signal (issue 17, item 4):
-// tests/recovery_signal_helper keeps failing to create its backend (RetryForever, or retrying
-// forever after a one-hour back-off) under SignalStopHook. Sent SIGTERM once it is recovering, it
-// must exit cleanly (status 0, one "stopped during recovery" line) within 2 s of the signal, well
-// inside a scheduler's grace period (Kubernetes and Slurm: 30 s) before its SIGKILL.
+// tests/session/recovery_signal_helper keeps failing to create its backend (RetryForever, or
+// retrying forever after a one-hour back-off) under SignalStopHook. Sent SIGTERM once it is
+// recovering, it must exit cleanly (status 0, one "stopped during recovery" line) within 2 s of
+// the signal, well inside a scheduler's grace period (Kubernetes and Slurm: 30 s) before its
+// SIGKILL.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -26,7 +27,7 @@ using Clock = std::chrono::steady_clock;
 std::string helper_path() {
   const char* path = std::getenv("RUNHOOKS_RECOVERY_SIGNAL_HELPER");
   REQUIRE_MESSAGE(path != nullptr,
-                  "RUNHOOKS_RECOVERY_SIGNAL_HELPER must name tests/recovery_signal_helper");
+                  "RUNHOOKS_RECOVERY_SIGNAL_HELPER must name tests/session/recovery_signal_helper");
   return path;
 }
 

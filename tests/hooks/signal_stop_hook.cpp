@@ -1,9 +1,9 @@
 // SignalStopHook: the first signal stops the loop at the next step boundary and every end() runs
 // (the checkpoint hook's final save included); a second one restores the previous handler and
 // re-raises; the previous handlers are back once the session ends, however it ends. The
-// end-to-end case with a real process and SIGTERM from outside is tests/checkpoint_faults.cpp.
-// A signal during creation or recovery ends it at once (issue 17, item 4): the cases below, and
-// tests/recovery_signal.cpp with a real process.
+// end-to-end case with a real process and SIGTERM from outside is
+// tests/checkpoint/checkpoint_faults.cpp. A signal during creation or recovery ends it at once
+// (issue 17, item 4): the cases below, and tests/session/recovery_signal.cpp with a real process.
 #include <doctest/doctest.h>
 
 #include <csignal>

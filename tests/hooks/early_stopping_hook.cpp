@@ -1,6 +1,6 @@
 // EarlyStoppingHook: Keras' EarlyStopping rules (keras/src/callbacks/early_stopping.py) on a
 // metric the backend computes, the lazy fetch, the log line saying why, and option validation.
-// tests/tf_reference_hooks.cpp replays sequences that real Keras recorded.
+// tests/hooks/tf_reference_hooks.cpp replays sequences that real Keras recorded.
 
 #include <runhooks/hooks/early_stopping_hook.hpp>
 #include <runhooks/monitored_session.hpp>

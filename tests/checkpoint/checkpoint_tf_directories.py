@@ -6,8 +6,8 @@ Usage: checkpoint_tf_directories.py CHECKPOINT_HELPER
 Issue 17, "Real TensorFlow directories". Each scenario makes a directory with TensorFlow, puts
 decoy files beside TensorFlow's (names that merely start with a checkpoint prefix, an unnamed
 TensorFlow-looking file, a subdirectory) and bait files outside it, then runs
-tests/checkpoint_helper (basename model.ckpt, save_steps 3, max_to_keep 3, --start-fresh for
-ChiefSessionOptions::start_fresh):
+tests/checkpoint/checkpoint_helper (basename model.ckpt, save_steps 3, max_to_keep 3,
+--start-fresh for ChiefSessionOptions::start_fresh):
   A. plain start: the latest checkpoint is TensorFlow's, which the demo backend cannot read: the
      helper must fail (exit 3) with an error naming that checkpoint and start_fresh, and leave
      every file as it was;

@@ -3,10 +3,10 @@
 
 Usage: checkpoint_tf_interop.py CHECKPOINT_HELPER
 
-1. tests/checkpoint_helper trains 10 steps with save_steps 2 and max_to_keep 3 into a temporary
-   directory; tf.train.get_checkpoint_state() must read its state file: the latest checkpoint
-   model.ckpt-10, the list model.ckpt-6, -8, -10 (absolute, as TensorFlow joins them), three
-   timestamps, oldest first.
+1. tests/checkpoint/checkpoint_helper trains 10 steps with save_steps 2 and max_to_keep 3 into a
+   temporary directory; tf.train.get_checkpoint_state() must read its state file: the latest
+   checkpoint model.ckpt-10, the list model.ckpt-6, -8, -10 (absolute, as TensorFlow joins
+   them), three timestamps, oldest first.
 2. TensorFlow's own Saver saves a variable at steps 1..4 (max_to_keep 2); the helper's
    --print-state must read the same state and find the latest checkpoint's files.
 

@@ -1,5 +1,5 @@
-// The process that tests/checkpoint_faults.cpp and tests/checkpoint_tf_interop.py start, kill
-// and restart: trains the demo backend (examples/logistic_regression.hpp) with checkpoints.
+// The process that tests/checkpoint/checkpoint_faults.cpp and checkpoint_tf_interop.py start,
+// kill and restart: trains the demo backend (examples/logistic_regression.hpp) with checkpoints.
 //
 //   checkpoint_helper --checkpoint-dir DIR --steps N [--save-steps K] [--async] [--extra N]
 //                     [--step-us U] [--fsize-limit BYTES [--fsize-limit-at-step S]]
@@ -15,8 +15,8 @@
 // sleeps U microseconds per step. --fsize-limit sets RLIMIT_FSIZE (SIGXFSZ ignored, so a write
 // past it fails with EFBIG) at the start, or once a save at step S or later is durable.
 // --start-fresh sets ChiefSessionOptions::start_fresh: the first backend starts at step 0 whatever
-// DIR holds (tests/checkpoint_tf_directories.py: a directory whose latest checkpoint is
-// TensorFlow's, which the demo backend cannot read).
+// DIR holds (tests/checkpoint/checkpoint_tf_directories.py: a directory whose latest checkpoint
+// is TensorFlow's, which the demo backend cannot read).
 // Writes one line per event to stdout, each in one write(2): "resumed S" once the session is
 // created, "saved S" once a save is durable, "end checkpoint S" and "end reporter S" from the
 // end() of the hooks, "finished S" and "signal NAME" at the end. Exit status 0; 2 for bad usage;
