@@ -13,10 +13,12 @@ EOF
 DEMO_PACKAGES=("${BASE_PACKAGES[@]}")
 DEMO_DIR=build/demo
 
+# Only what the demo needs: no MPI or libtorch detection, and the one target (the other
+# examples, a libtorch one among them, are for ./dev test).
 build_demo() {
   configure "$DEMO_DIR" g++ "${COMMON_SETUP[@]}" -Dbuildtype=debugoptimized \
-    -Dexamples=enabled -Dtests=disabled -Dbenchmarks=disabled &&
-    "$MESON" compile -C "$DEMO_DIR"
+    -Dexamples=enabled -Dtests=disabled -Dbenchmarks=disabled -Dmpi=disabled -Dtorch=disabled &&
+    "$MESON" compile -C "$DEMO_DIR" examples/demo
 }
 
 cmd_demo() {
