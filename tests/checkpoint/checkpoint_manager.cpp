@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -16,6 +15,7 @@
 #include <support/checkpoint_backends.hpp>
 
 using ckpt::TempDir;
+using ckpt::put_text;
 using runhooks::CheckpointError;
 using runhooks::CheckpointManager;
 using runhooks::CheckpointManagerOptions;
@@ -23,17 +23,8 @@ using Names = std::vector<std::string>;
 
 namespace {
 
-// Writes <prefix>.arrays holding `step`, as CheckpointedBackend does.
-auto writer(std::int64_t step) {
-  return [step](const std::filesystem::path& prefix) {
-    runhooks::FlatArrayWriter out(prefix.string() + ".arrays");
-    out.add("global_step", step);
-    out.close();
-  };
-}
-
 void save(CheckpointManager& manager, std::int64_t step, double timestamp = 1000.0) {
-  manager.save(step, timestamp, writer(step));
+  manager.save(step, timestamp, ckpt::arrays_writer(step));
 }
 
 Names arrays_files(const TempDir& dir) {
@@ -43,9 +34,6 @@ Names arrays_files(const TempDir& dir) {
   return names;
 }
 
-void put_text(const std::filesystem::path& file, const std::string& text) {
-  std::ofstream(file, std::ios::binary | std::ios::trunc) << text;
-}
 
 }  // namespace
 

@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include <runhooks/checkpoint/checkpoint_state.hpp>
@@ -14,6 +13,7 @@
 #include <support/checkpoint_backends.hpp>
 
 using ckpt::TempDir;
+using ckpt::put_text;
 using runhooks::CheckpointError;
 using runhooks::CheckpointState;
 
@@ -39,9 +39,6 @@ CheckpointState tf_state() {
                          .file_suffixes = {}};
 }
 
-void put_text(const std::filesystem::path& file, const std::string& text) {
-  std::ofstream(file, std::ios::binary | std::ios::trunc) << text;
-}
 
 std::string parse_error(const std::string& text) {
   try {

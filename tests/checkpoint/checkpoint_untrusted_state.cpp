@@ -9,8 +9,6 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -21,6 +19,8 @@
 
 namespace fs = std::filesystem;
 using ckpt::TempDir;
+using ckpt::CapturedLog;
+using ckpt::put_text;
 using runhooks::CheckpointError;
 using runhooks::CheckpointManager;
 using runhooks::CheckpointState;
@@ -28,46 +28,12 @@ using Names = std::vector<std::string>;
 
 namespace {
 
-auto writer(std::int64_t step) {
-  return [step](const fs::path& prefix) {
-    runhooks::FlatArrayWriter out(prefix.string() + ".arrays");
-    out.add("global_step", step);
-    out.close();
-  };
-}
-
-void put_text(const fs::path& file, const std::string& text) {
-  std::ofstream(file, std::ios::binary | std::ios::trunc) << text;
-}
-
 // TensorFlow's three files of a V2 checkpoint at `prefix`.
 void put_tf_checkpoint(const fs::path& prefix) {
   put_text(prefix.string() + ".index", "index");
   put_text(prefix.string() + ".data-00000-of-00001", "data");
   put_text(prefix.string() + ".meta", "meta");
 }
-
-// The log lines written while it lives.
-struct CapturedLog {
-  static inline std::mutex mutex;
-  static inline std::vector<std::string> lines;
-  runhooks::LogSink previous;
-  CapturedLog() {
-    std::lock_guard lock(mutex);
-    lines.clear();
-    previous = runhooks::set_log_sink([](runhooks::Severity, std::string_view line) {
-      std::lock_guard inner(mutex);
-      lines.emplace_back(line);
-    });
-  }
-  ~CapturedLog() { runhooks::set_log_sink(previous); }
-  int count(std::string_view text) const {
-    std::lock_guard lock(mutex);
-    int n = 0;
-    for (const std::string& line : lines) n += line.find(text) != std::string::npos;
-    return n;
-  }
-};
 
 }  // namespace
 
@@ -86,8 +52,8 @@ TEST_CASE("untrusted state: dropping an un-stepped prefix deletes only TensorFlo
                                 .file_suffixes = {}});
   {
     CheckpointManager manager({.checkpoint_dir = dir.path, .max_to_keep = 2});
-    manager.save(30, 1000.0, writer(30));
-    manager.save(40, 1001.0, writer(40));  // drops model.ckpt
+    manager.save(30, 1000.0, ckpt::arrays_writer(30));
+    manager.save(40, 1001.0, ckpt::arrays_writer(40));  // drops model.ckpt
   }
   CHECK(ckpt::files_in(dir.path) == Names{"checkpoint", "model.ckpt-30.arrays", "model.ckpt-40.arrays",
                                           "model.ckpt-notes.txt", "model.ckpt.backup"});
@@ -97,7 +63,7 @@ TEST_CASE("untrusted state: dropping an un-stepped prefix deletes only TensorFlo
 
 TEST_CASE("untrusted state: an absolute spelling of a checkpoint here is that checkpoint") {
   TempDir dir;
-  writer(30)(dir / "model.ckpt-30");
+  ckpt::arrays_writer(30)(dir / "model.ckpt-30");
   runhooks::write_checkpoint_state(
       dir.path,
       CheckpointState{.model_checkpoint_path = (dir / "model.ckpt-30").string(),
@@ -107,7 +73,7 @@ TEST_CASE("untrusted state: an absolute spelling of a checkpoint here is that ch
                       .last_preserved_timestamp = std::nullopt,
                       .pending_deletions = {},
                       .file_suffixes = {}});
-  writer(20)(dir / "model.ckpt-20");
+  ckpt::arrays_writer(20)(dir / "model.ckpt-20");
   CheckpointManager manager({.checkpoint_dir = dir.path, .max_to_keep = 2});
   manager.open(1000.0);
   REQUIRE(manager.checkpoints().size() == 2);  // one entry per checkpoint, however spelt
@@ -116,7 +82,7 @@ TEST_CASE("untrusted state: an absolute spelling of a checkpoint here is that ch
 
   // The creation save after restoring step 30 re-saves step 30: killed at any file operation, the
   // directory still holds a complete checkpoint that the state names.
-  manager.save(30, 1001.0, writer(30));
+  manager.save(30, 1001.0, ckpt::arrays_writer(30));
   CHECK(ckpt::named_checkpoints(dir.path) == Names{"model.ckpt-20", "model.ckpt-30"});
   CHECK(ckpt::latest_step(dir.path) == 30);
 }
@@ -142,7 +108,7 @@ TEST_CASE("untrusted state: re-saving a restored step named by an absolute path,
   for (int n = 0; !reached_the_end && n < 200; ++n) {
     CAPTURE(n);
     TempDir dir;
-    writer(30)(dir / "model.ckpt-30");
+    ckpt::arrays_writer(30)(dir / "model.ckpt-30");
     runhooks::write_checkpoint_state(
         dir.path, CheckpointState{.model_checkpoint_path = (dir / "model.ckpt-30").string(),
                                   .all_model_checkpoint_paths = {(dir / "model.ckpt-30").string()},
@@ -156,7 +122,7 @@ TEST_CASE("untrusted state: re-saving a restored step named by an absolute path,
       manager.open(1000.0);
       KillAt::remaining = n;
       try {
-        manager.save(30, 1001.0, writer(30));
+        manager.save(30, 1001.0, ckpt::arrays_writer(30));
       } catch (const CheckpointError&) {
         CHECK(KillAt::killed());
       }
@@ -206,14 +172,14 @@ TEST_CASE("untrusted state: names outside the directory, empty or the directory 
                                           {"../victim", {""}},
                                           {"model.ckpt-1", {"/../../victim", "0x", ".arrays"}}}};
   state.all_model_checkpoint_paths.push_back("model.ckpt-1");
-  writer(1)(dir / "model.ckpt-1");
+  ckpt::arrays_writer(1)(dir / "model.ckpt-1");
   runhooks::write_checkpoint_state(dir, state);
 
   CapturedLog log;
   {
     CheckpointManager manager({.checkpoint_dir = dir, .max_to_keep = 1});
-    manager.save(2, 1000.0, writer(2));
-    manager.save(3, 1001.0, writer(3));
+    manager.save(2, 1000.0, ckpt::arrays_writer(2));
+    manager.save(3, 1001.0, ckpt::arrays_writer(3));
   }
   for (const std::string& name : outside) CHECK(ckpt::read_text(parent / name) == "outside");
   CHECK(ckpt::read_text(parent / "target.index") == "target");
@@ -235,8 +201,8 @@ TEST_CASE("untrusted state: a clean end leaves no pending-deletion line") {
   TempDir dir;
   {
     CheckpointManager manager({.checkpoint_dir = dir.path, .max_to_keep = 1});
-    manager.save(1, 1000.0, writer(1));
-    manager.save(2, 1001.0, writer(2));
+    manager.save(1, 1000.0, ckpt::arrays_writer(1));
+    manager.save(2, 1001.0, ckpt::arrays_writer(2));
     CHECK(ckpt::read_text(dir / "checkpoint").find("runhooks-delete") != std::string::npos);
   }
   const std::string state = ckpt::read_text(dir / "checkpoint");
@@ -273,15 +239,15 @@ TEST_CASE("untrusted state: one writer per directory") {
   CheckpointManager second({.checkpoint_dir = dir.path});
   const std::string holder = "already has a writer (this process, pid " + std::to_string(::getpid());
   CHECK_THROWS_WITH_AS(second.open(1000.0), doctest::Contains(holder.c_str()), CheckpointError);
-  CHECK_THROWS_WITH_AS(second.save(1, 1000.0, writer(1)), doctest::Contains("one writer at a time"),
+  CHECK_THROWS_WITH_AS(second.save(1, 1000.0, ckpt::arrays_writer(1)), doctest::Contains("one writer at a time"),
                        CheckpointError);
   // Readers take no lock.
-  first.save(1, 1000.0, writer(1));
+  first.save(1, 1000.0, ckpt::arrays_writer(1));
   CHECK(ckpt::latest_step(dir.path) == 1);
   // The lock goes with its holder.
   first.close();
   second.open(1001.0);
-  second.save(2, 1001.0, writer(2));
+  second.save(2, 1001.0, ckpt::arrays_writer(2));
   CHECK(ckpt::latest_step(dir.path) == 2);
 }
 

@@ -348,11 +348,13 @@ void run_case(const Case& c) {
     runhooks::write_checkpoint_state(dir, state);
   }
 
-  const std::map<std::string, std::string> outside_before = [&] {
+  // Everything under the parent but the checkpoint directory.
+  const auto snapshot_outside = [&] {
     auto all = snapshot(parent);
     std::erase_if(all, [](const auto& item) { return item.first == "ckpt" || item.first.rfind("ckpt/", 0) == 0; });
     return all;
-  }();
+  };
+  const std::map<std::string, std::string> outside_before = snapshot_outside();
   const std::map<std::string, std::string> inside_before = snapshot(dir);
 
   // Whether an initial file of the directory may have gone: one checkpoint's own by the rule.
@@ -376,9 +378,7 @@ void run_case(const Case& c) {
   std::optional<std::int64_t> committed;  // the newest save that returned
   std::set<std::int64_t> saved_by_us;
   const auto check = [&](const std::string& when) {
-    auto outside = snapshot(parent);
-    std::erase_if(outside, [](const auto& item) { return item.first == "ckpt" || item.first.rfind("ckpt/", 0) == 0; });
-    RC_ASSERT_FALSE(outside != outside_before);
+    RC_ASSERT_FALSE(snapshot_outside() != outside_before);
     const auto inside = snapshot(dir);
     for (const auto& [file, content] : inside_before) {
       if (file == "checkpoint" || may_delete(file)) continue;  // the state file is checked below

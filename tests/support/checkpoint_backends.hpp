@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <stdlib.h>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -63,6 +64,19 @@ inline std::vector<std::string> files_in_but_events(const fs::path& dir) {
   std::vector<std::string> names = files_in(dir);
   std::erase_if(names, [](const std::string& name) { return name.rfind("events.out.tfevents.", 0) == 0; });
   return names;
+}
+
+inline void put_text(const fs::path& file, const std::string& text) {
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << text;
+}
+
+// A CheckpointManager::save writer: <prefix>.arrays holding `step`, as CheckpointedBackend does.
+inline auto arrays_writer(std::int64_t step) {
+  return [step](const fs::path& prefix) {
+    runhooks::FlatArrayWriter out(prefix.string() + ".arrays");
+    out.add("global_step", step);
+    out.close();
+  };
 }
 
 inline std::string read_text(const fs::path& file) {
@@ -235,11 +249,12 @@ struct CapturedLog {
     });
   }
   ~CapturedLog() { runhooks::set_log_sink(previous); }
-  bool contains(std::string_view text) const {
+  bool contains(std::string_view text) const { return count(text) > 0; }
+  int count(std::string_view text) const {
     std::lock_guard lock(mutex);
-    for (const std::string& line : lines())
-      if (line.find(text) != std::string::npos) return true;
-    return false;
+    int n = 0;
+    for (const std::string& line : lines()) n += line.find(text) != std::string::npos;
+    return n;
   }
 };
 

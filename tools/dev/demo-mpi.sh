@@ -15,17 +15,8 @@ DEMO_MPI_PACKAGES=("${BASE_PACKAGES[@]}" "${MPI_PACKAGES[@]}")
 DEMO_MPI_DIR=build/demo-mpi
 
 cmd_demo-mpi() {
-  local demo_args=() tmp='' status=0
-  while (($# > 0)); do
-    case $1 in
-      --)
-        shift
-        demo_args=("$@")
-        break
-        ;;
-      *) bad_usage demo-mpi "unknown argument '$1' (arguments for the demo go after --)" ;;
-    esac
-  done
+  parse_demo_args demo-mpi "$@"
+  local demo_args=("${DEMO_ARGS[@]}") tmp='' status=0
   ensure_packages "${DEMO_MPI_PACKAGES[@]}"
   command -v mpirun >/dev/null 2>&1 || die "mpirun not found (Debian package openmpi-bin)"
   local log=$DEMO_MPI_DIR.log exe=$DEMO_MPI_DIR/examples/mpi_data_parallel

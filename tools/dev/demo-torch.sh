@@ -18,17 +18,8 @@ DEMO_TORCH_PACKAGES=("${BASE_PACKAGES[@]}" "${TORCH_PACKAGES[@]}")
 DEMO_TORCH_DIR=build/demo-torch
 
 cmd_demo-torch() {
-  local demo_args=() tmp status=0
-  while (($# > 0)); do
-    case $1 in
-      --)
-        shift
-        demo_args=("$@")
-        break
-        ;;
-      *) bad_usage demo-torch "unknown argument '$1' (arguments for the demo go after --)" ;;
-    esac
-  done
+  parse_demo_args demo-torch "$@"
+  local demo_args=("${DEMO_ARGS[@]}") tmp status=0
   ensure_packages "${DEMO_TORCH_PACKAGES[@]}"
   if ! have_torch; then
     note "installing $TORCH_REQUIREMENT (the CPU build, about 750 MB): $TORCH_PYTHON -m pip install $TORCH_REQUIREMENT" >&2

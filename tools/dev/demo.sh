@@ -22,17 +22,8 @@ build_demo() {
 }
 
 cmd_demo() {
-  local demo_args=()
-  while (($# > 0)); do
-    case $1 in
-      --)
-        shift
-        demo_args=("$@")
-        break
-        ;;
-      *) bad_usage demo "unknown argument '$1' (arguments for the demo go after --)" ;;
-    esac
-  done
+  parse_demo_args demo "$@"
+  local demo_args=("${DEMO_ARGS[@]}")
   ensure_packages "${DEMO_PACKAGES[@]}"
   local log=$DEMO_DIR.log exe=$DEMO_DIR/examples/demo
   mkdir -p build

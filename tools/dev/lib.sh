@@ -127,3 +127,21 @@ record_failure() {
   FAILURES+=("$1")
   echo "dev: FAILED: $1" >&2
 }
+
+# The demos' arguments: everything after `--` goes to the demo, anything before it is refused.
+# Sets DEMO_ARGS.
+parse_demo_args() {
+  local command=$1
+  shift
+  DEMO_ARGS=()
+  while (($# > 0)); do
+    case $1 in
+      --)
+        shift
+        DEMO_ARGS=("$@")
+        return
+        ;;
+      *) bad_usage "$command" "unknown argument '$1' (arguments for the demo go after --)" ;;
+    esac
+  done
+}
