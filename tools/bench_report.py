@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Regenerates the README's benchmark section and docs/bench_hooks.svg from fresh measurements:
+"""Regenerates docs/performance.md's benchmark section and docs/bench_hooks.svg from fresh measurements:
 the Google Benchmark run of bench/session_overhead.cpp (JSON), the instruction counter
 (tests/codegen/count_instructions.py) and the compile-time script (tools/compile_time.py).
 
-Writes the section between `<!-- bench:begin -->` and `<!-- bench:end -->` in README.md, or
-prints it to stdout when README.md or the markers are absent. Every number in the section comes
+Writes the section between `<!-- bench:begin -->` and `<!-- bench:end -->` in docs/performance.md, or
+prints it to stdout when that file or the markers are absent. Every number in the section comes
 from this run. Takes about 3-5 minutes on 2 cores.
 
   tools/bench_report.py [--cxx g++] [--min-time 0.2] [--repetitions 3] [--skip-compile-time]
@@ -156,7 +156,7 @@ def section(ns, bench_flags, cxx_version, codegen, codegen_ok, compile_times):
             instr += " (over the 4 hooks alone)"
         ratio = f"{e / de:.2f}" if e and de else "—"
         lines.append(f"| {label} | {instr} | {e:.2f} | {s:.1f} | {ratio} |")
-    lines += ["", "![per-step overhead against the number of hooks](docs/bench_hooks.svg)", ""]
+    lines += ["", "![per-step overhead against the number of hooks](bench_hooks.svg)", ""]
     if codegen.get("results"):
         lines.append("Instruction-count bounds (`tests/codegen/count_instructions.py`): "
                      + ("all hold." if codegen_ok else "**some are violated**: CI fails until they hold."))
@@ -206,7 +206,7 @@ def main():
     parser.add_argument("--min-time", default="0.2", help="--benchmark_min_time (1.7: seconds)")
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--skip-compile-time", action="store_true")
-    parser.add_argument("--readme", default=os.path.join(ROOT, "README.md"))
+    parser.add_argument("--readme", default=os.path.join(ROOT, "docs", "performance.md"))
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="runhooks-bench-") as tmp:

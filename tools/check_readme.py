@@ -1,47 +1,95 @@
 #!/usr/bin/env python3
-"""Compiles and runs every C++ block of README.md that is a whole program (has `int main`).
+"""Compiles and runs every C++ block of the given Markdown files that is a whole program.
 
-Usage: check_readme.py README.md -- <compiler and flags...>
-The README's code cannot rot: each program must compile with the given flags and exit 0.
+Usage: check_readme.py [--update] FILE.md... -- <compiler and flags...>
+
+The documentation's code cannot rot: each ```cpp block with `int main` must compile with the
+given flags and exit 0. A program may be followed by its output: a ```text block whose opening
+fence is preceded by the line `<!-- output -->`. The program's stdout and stderr (merged, in
+order) must then be that block, line for line, where every number of the block stands for any
+number (rates and timings vary between runs; the words, the lines and their order may not).
+With --update the output blocks are rewritten from this run instead of being checked.
 """
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 
+BLOCK = re.compile(r"```cpp\n(.*?)```\n(?:\n<!-- output -->\n```text\n(.*?)```\n)?", flags=re.S)
+NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+
+
+def matches(expected, actual):
+    """Whether the actual output is the expected block, any number standing for any number."""
+    want, got = expected.rstrip("\n").split("\n"), actual.rstrip("\n").split("\n")
+    if len(want) != len(got):
+        return False
+    for w, g in zip(want, got):
+        pattern = "".join(NUMBER if re.fullmatch(NUMBER, part) else re.escape(part)
+                          for part in re.split(f"({NUMBER})", w))
+        if not re.fullmatch(pattern, g):
+            return False
+    return True
+
 
 def main() -> int:
-    if "--" not in sys.argv:
+    args = sys.argv[1:]
+    update = "--update" in args
+    args = [a for a in args if a != "--update"]
+    if "--" not in args:
         print(__doc__)
         return 2
-    split = sys.argv.index("--")
-    readme = pathlib.Path(sys.argv[1])
-    compiler = sys.argv[split + 1:]
-    blocks = re.findall(r"```cpp\n(.*?)```", readme.read_text(), flags=re.S)
-    programs = [b for b in blocks if "int main" in b]
-    if not programs:
-        print(f"no C++ programs found in {readme}")
-        return 1
-    failed = 0
+    split = args.index("--")
+    files, compiler = [pathlib.Path(a) for a in args[:split]], args[split + 1:]
+    failed = total = 0
+    # stdout line-buffered, as on a terminal, so that the order of its lines and stderr's is the
+    # order a reader of the docs sees.
+    line_buffered = ["stdbuf", "-oL"] if shutil.which("stdbuf") else []
     with tempfile.TemporaryDirectory() as tmp:
-        for i, code in enumerate(programs, 1):
-            src = pathlib.Path(tmp) / f"readme_{i}.cpp"
-            exe = pathlib.Path(tmp) / f"readme_{i}"
-            src.write_text(code)
-            first = code.strip().splitlines()[0]
-            build = subprocess.run(compiler + [str(src), "-o", str(exe)], capture_output=True, text=True)
-            if build.returncode != 0:
-                print(f"README program {i} ({first}) does not compile:\n{build.stdout}{build.stderr}")
-                failed += 1
-                continue
-            run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
-            if run.returncode != 0:
-                print(f"README program {i} exited {run.returncode}:\n{run.stdout}{run.stderr}")
-                failed += 1
-                continue
-            print(f"README program {i}: ok")
-    print(f"{len(programs) - failed} passed, {failed} failed")
+        for md in files:
+            text = md.read_text()
+            replacements = []
+            for match in BLOCK.finditer(text):
+                code, expected = match.group(1), match.group(2)
+                if "int main" not in code:
+                    continue
+                total += 1
+                name = f"{md.name} program {total} ({code.strip().splitlines()[0]})"
+                src = pathlib.Path(tmp) / f"program_{total}.cpp"
+                exe = pathlib.Path(tmp) / f"program_{total}"
+                src.write_text(code)
+                build = subprocess.run(compiler + [str(src), "-o", str(exe)], capture_output=True,
+                                       text=True)
+                if build.returncode != 0:
+                    print(f"{name} does not compile:\n{build.stdout}{build.stderr}")
+                    failed += 1
+                    continue
+                run = subprocess.run(line_buffered + [str(exe)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, timeout=60, cwd=tmp)
+                if run.returncode != 0:
+                    print(f"{name} exited {run.returncode}:\n{run.stdout}")
+                    failed += 1
+                    continue
+                if expected is not None:
+                    if update:
+                        replacements.append((match.start(2), match.end(2), run.stdout))
+                    elif not matches(expected, run.stdout):
+                        print(f"{name}: its output is not the block after it (numbers aside).\n"
+                              f"--- the block:\n{expected}--- the output:\n{run.stdout}"
+                              f"(`tools/check_readme.py --update` rewrites the block from a run)")
+                        failed += 1
+                        continue
+                print(f"{name}: ok" + ("" if expected is None else ", output as shown"))
+            for start, end, output in reversed(replacements):
+                text = text[:start] + output + text[end:]
+            if replacements:
+                md.write_text(text)
+    if total == 0:
+        print("no C++ programs found")
+        return 1
+    print(f"{total - failed} passed, {failed} failed")
     return 1 if failed else 0
 
 

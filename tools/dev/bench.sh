@@ -1,10 +1,10 @@
-# ./dev bench: the benchmarks in a release build, then the README's performance section.
+# ./dev bench: the benchmarks in a release build, then docs/performance.md.
 
 usage_bench() {
   cat <<'EOF'
 ./dev bench
   Release build (build/release), `meson test --benchmark --verbose`, then
-  tools/bench_report.py regenerates the README's performance section.
+  tools/bench_report.py regenerates docs/performance.md.
 EOF
 }
 
@@ -22,9 +22,9 @@ cmd_bench() {
   regenerate_bench_report
 }
 
-# Regenerates the README's performance section and docs/bench_hooks.svg from fresh
+# Regenerates docs/performance.md and docs/bench_hooks.svg from fresh
 # measurements: benchmarks, instruction counts and compile times (tools/bench_report.py).
 regenerate_bench_report() {
-  note "regenerating the README performance section (tools/bench_report.py)"
+  note "regenerating docs/performance.md (tools/bench_report.py)"
   python3 tools/bench_report.py
 }
