@@ -1,7 +1,7 @@
 // The light header: MonitoredSession and its protocol types, the session creators and retry
 // policies, the log sink, StopAtStepHook, StepCounterHook (log and callback outputs) and the
 // SecondOrStepTimer. No file, thread or coordinator machinery: a hook or program that uses those
-// includes their headers (README, "Headers").
+// includes their headers (docs/hooks.md, "Headers").
 #pragma once
 
 #include <runhooks/detail/config.hpp>

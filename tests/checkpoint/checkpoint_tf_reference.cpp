@@ -37,7 +37,7 @@ namespace tf = runhooks_test::tf_reference::checkpoints;
 namespace {
 
 // The one deliberate difference: TensorFlow's stale pre-check with a steps_per_run smaller than
-// the step's real increment misses thresholds (README, table of differences: "Hooks fetch a stale
+// the step's real increment misses thresholds (docs/coming-from-tensorflow.md, table of differences: "Hooks fetch a stale
 // global step"); runhooks saves at the first step at or past each one, which is what TensorFlow
 // itself does with its default steps_per_run (scenario k06, the same run).
 struct DeliberateDifference {

@@ -125,7 +125,7 @@ TEST_CASE("A6 every_steps=0 is accepted: any other step triggers") {
   CHECK_FALSE(timer.should_trigger_for_step(1));
   CHECK(timer.should_trigger_for_step(2));
   // A step below the last trigger triggers: the global step went back (TF: never, by steps;
-  // README 'When the global step goes back').
+  // docs/coming-from-tensorflow.md, 'When the global step goes back').
   CHECK(timer.should_trigger_for_step(0));
   CHECK((timer.update_last_triggered_step(2) == TimerElapsed{0.0, 1}));
   CHECK_FALSE(timer.should_trigger_for_step(2));

@@ -12,7 +12,7 @@
 //   - Tensors built on the global-step read hold the step before the run: the backend keeps the
 //     step before its run() for them.
 //   - The mocked clock is a ManualClock, moved by the same actions.
-//   - DELIBERATE DIFFERENCE (README, table of differences): NanTensorHook logs its failure at
+//   - DELIBERATE DIFFERENCE (docs/coming-from-tensorflow.md, table of differences): NanTensorHook logs its failure at
 //     warning level; runhooks::log has no error level. Log levels "error" compare as warning.
 #include <doctest/doctest.h>
 

@@ -1,5 +1,5 @@
 // A reference model of MonitoredSession's protocol, written from the contract (section 1 of
-// tf-semantics.md, the README's table of differences and the public header comments), not from
+// tf-semantics.md, docs/coming-from-tensorflow.md (its table of differences) and the public header comments), not from
 // the session's code. It consumes the same operations as tests/property/protocol_property.cpp
 // feeds the real session, and writes the trace the contract expects: every hook call, every
 // backend creation, step and destruction, every coordinator thread's report and join, every log
@@ -771,7 +771,7 @@ class Model {
     if (error) throw *error;
   }
 
-  // README "Coming from TensorFlow": run_loop is the `with` block. OutOfRangeError and
+  // docs/coming-from-tensorflow.md: run_loop is the `with` block. OutOfRangeError and
   // StopIteration end it cleanly and close() calls every end(); any other exception closes
   // without end() (errors logged) and propagates.
   void run_loop(const Op& op) {

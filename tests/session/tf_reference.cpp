@@ -16,7 +16,7 @@
 //   - `recorder` fetches ReadTensor, TF's global-step read tensor: the value from before the step.
 //     HookCall::results is compared for recorders only: TF's built-in hooks fetch that stale read
 //     and re-read it, runhooks' hooks read global_step() after the step and fetch nothing
-//     (README, table of differences: "Hooks fetch a stale global step").
+//     (docs/coming-from-tensorflow.md, table of differences: "Hooks fetch a stale global step").
 //   - StepCounterHook writes through CallbackOutput: the TF log line (runhooks::LogOutput, as
 //     DefaultOutput does) and the captured summary, stored as float32 as TF's Summary proto does.
 //   - Log lines are compared for the hooks only: TF's fixtures leave out monitored_session.py's
@@ -68,7 +68,7 @@ namespace {
 // ============================================================================================
 // DELIBERATE DIFFERENCES: every fixture whose outcome in runhooks differs from TensorFlow's on
 // purpose. Everything not listed here must match TensorFlow exactly. Each row is one row of the
-// README's table of differences; the scenarios listed are checked against runhooks' own
+// docs/coming-from-tensorflow.md's table of differences; the scenarios listed are checked against runhooks' own
 // documented behaviour, computed from the scenario's inputs (see expected_plain_session()).
 // ============================================================================================
 struct DeliberateDifference {
@@ -77,26 +77,26 @@ struct DeliberateDifference {
 };
 constexpr DeliberateDifference deliberate_differences[] = {
     {"x04_jump_by_seven",
-     "README 'Hooks fetch a stale global step': runhooks reads global_step() after the step, so "
+     "coming-from-tensorflow.md 'Hooks fetch a stale global step': runhooks reads global_step() after the step, so "
      "with +7 per run StopAtStepHook(last_step=40) stops at 42 (TF: stale 35 + 1 < 40, stops at "
      "49) and StepCounterHook(every_n_steps=10) writes at 21 and 35 (TF: 28 and 49); the run "
      "after the stop is refused with UsageError"},
     {"x05_jump_assign_forward_backward",
-     "README 'Hooks fetch a stale global step': the run assigning 100 stops at once "
+     "coming-from-tensorflow.md 'Hooks fetch a stale global step': the run assigning 100 stops at once "
      "(TF: stale 32 + 1 < 100, stops at 101) and StepCounterHook(every_n_steps=10) writes at 50 "
      "and 100 (TF: 51 and 101); the run after the stop is refused with UsageError"},
     {"x02_recovery_num_steps_without_checkpoint",
-     "README 'When the global step goes back': the recovery re-creates the backend at step 11 "
+     "coming-from-tensorflow.md 'When the global step goes back': the recovery re-creates the backend at step 11 "
      "after 13; StepCounterHook logs 'global step went back from 13 to 11', re-bases there and "
      "reports on time (at 13 and 15, 4 steps/s), where TF stays silent until 15 and then writes "
      "1.6 steps/s over an interval that spans the recovery"},
     {"a04_timer_every_steps",
-     "README 'When the global step goes back': SecondOrStepTimer triggers for a step below its "
+     "coming-from-tensorflow.md 'When the global step goes back': SecondOrStepTimer triggers for a step below its "
      "last trigger (TF: never, until the step passes the old trigger again)"},
     {"a06_timer_every_steps_zero",
-     "README 'When the global step goes back': as a04"},
+     "coming-from-tensorflow.md 'When the global step goes back': as a04"},
     {"c00_step_counter_neither_steps_nor_secs",
-     "README 'StepCounterHook(every_n_secs=T) also needs every_n_steps=None': an unset option is "
+     "coming-from-tensorflow.md 'StepCounterHook(every_n_secs=T) also needs every_n_steps=None': an unset option is "
      "'not given', so neither means TF's default every_n_steps=100; TF's explicit None/None "
      "raises ValueError, which has no runhooks spelling"},
 };
@@ -838,7 +838,7 @@ TEST_CASE("tf_reference: construction errors") {
     }
     if (e.name == "c00_step_counter_neither_steps_nor_secs") {
       // deliberate difference: an unset option means "not given", so neither is TF's default
-      // every_n_steps=100, listed in README.
+      // every_n_steps=100, listed in docs/coming-from-tensorflow.md.
       REQUIRE(differs(e.name));
       REQUIRE_FALSE(e.every_n_steps.has_value());
       REQUIRE_FALSE(e.every_n_secs.has_value());
@@ -936,7 +936,7 @@ TEST_CASE("tf_reference: every session scenario, replayed through runhooks, matc
 
 TEST_CASE("tf_reference: x04 jump by seven, runhooks' own behaviour") {
   // deliberate difference: runhooks reads global_step() after the step instead of TF's stale
-  // read + 1, so a jump past last_step stops at once, listed in README.
+  // read + 1, so a jump past last_step stops at once, listed in docs/coming-from-tensorflow.md.
   const tf::SessionScenario& s = scenario("x04_jump_by_seven");
   REQUIRE(differs(s.name));
   REQUIRE(plain_session(s));
@@ -967,7 +967,7 @@ TEST_CASE("tf_reference: x04 jump by seven, runhooks' own behaviour") {
 
 TEST_CASE("tf_reference: x05 global step assigned forward and backward, runhooks' own behaviour") {
   // deliberate difference: runhooks reads global_step() after the step instead of TF's stale
-  // read + 1, so the run assigning 100 stops at once, listed in README.
+  // read + 1, so the run assigning 100 stops at once, listed in docs/coming-from-tensorflow.md.
   const tf::SessionScenario& s = scenario("x05_jump_assign_forward_backward");
   REQUIRE(differs(s.name));
   REQUIRE(plain_session(s));
@@ -984,7 +984,7 @@ TEST_CASE("tf_reference: x05 global step assigned forward and backward, runhooks
   CHECK(s.runs.back().should_stop);
   CHECK(w.obs.runs.back().error == "RuntimeError: Run called even after should_stop requested.");
   // Triggers at 1, at 50 (>= 11; 49 steps in 0.5 s); the step then goes back from 51 to 20,
-  // where the hook re-bases (README 'When the global step goes back'), so it triggers at 30
+  // where the hook re-bases (coming-from-tensorflow.md 'When the global step goes back'), so it triggers at 30
   // (>= 20 + 10; 10 steps in 2.5 s) and at 100 (>= 40; 70 steps in 0.75 s).
   REQUIRE(w.obs.summaries.size() == 3);
   CHECK(w.obs.summaries[0].step == 50);
@@ -997,7 +997,7 @@ TEST_CASE("tf_reference: x05 global step assigned forward and backward, runhooks
 
 TEST_CASE("tf_reference: x02 recovery lowers the global step, runhooks' own behaviour") {
   // deliberate difference: StepCounterHook re-bases where the global step went back, listed in
-  // README. TF 2.21 (the fixture) stays silent at 13 and writes 1.6 steps/s at 15.
+  // docs/coming-from-tensorflow.md. TF 2.21 (the fixture) stays silent at 13 and writes 1.6 steps/s at 15.
   const tf::SessionScenario& s = scenario("x02_recovery_num_steps_without_checkpoint");
   REQUIRE(differs(s.name));
   World w(s);

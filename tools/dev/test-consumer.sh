@@ -1,6 +1,6 @@
 # ./dev test consumer (sourced by test.sh): tests/consumer/ built and run as a user's project.
 # Each way of getting runhooks is one counted test, named consumer/NAME in the totals and in the
-# README's "Using it from Meson, CMake and pkg-config", with its output in $CONSUMER_TMP/NAME.log.
+# docs/building.md's "Using it from Meson, CMake and pkg-config", with its output in $CONSUMER_TMP/NAME.log.
 
 test_suite_consumer() {
   local failed_before=$FAILED version have_cmake=true
@@ -113,7 +113,7 @@ meson_subproject_consumer() {
     )
 }
 
-# consumer/pkg-config: the README's g++ command line, against the Meson-installed prefix. The
+# consumer/pkg-config: docs/building.md's g++ command line, against the Meson-installed prefix. The
 # $(pkg-config ...) are unquoted on purpose: their output is several words, as on that line.
 # shellcheck disable=SC2046
 pkg_config_consumer() {
@@ -126,7 +126,7 @@ pkg_config_consumer() {
     run_program "$out"
 }
 
-# runhooks installed into PREFIX by Meson (the README's way), as a user would: no tests.
+# runhooks installed into PREFIX by Meson (docs/building.md's way), as a user would: no tests.
 meson_install_runhooks() {
   CXX=g++ "$MESON" setup "$CONSUMER_TMP/meson-build" "$ROOT" "${COMMON_SETUP[@]}" \
     --prefix "$1" -Dtests=disabled -Dbenchmarks=disabled -Dexamples=disabled &&
