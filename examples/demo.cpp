@@ -10,29 +10,38 @@
 //   EarlyStoppingHook         stops once the loss stops improving (Keras')
 //   SummarySaverHook          writes the loss and a histogram of the weights for TensorBoard
 //   ProgressBarHook           a progress bar on a terminal, plain lines in a log
-// The run checks itself: it fails unless the loss fell well below its start and the model
-// classifies the data about as well as the true weights do.
+// The run checks itself: with 1000 steps or more (the default is 3000) it fails unless the loss
+// fell well below its start, the model classifies the data about as well as the true weights do,
+// and every learned weight is within 0.5 of the true one.
+//
+//   demo [--steps N] [--logdir DIR]      (demo --help)
+//
+// The TensorBoard files go to DIR, by default to a new directory next to the executable
+// (run_directory.hpp: build/demo/examples/demo-runs/run-YYYYMMDD-HHMMSS after `./dev demo`),
+// kept; the last line printed is the command that shows them, `tensorboard --logdir DIR`.
 #include <runhooks/runhooks.hpp>
 
 #include "logistic_regression.hpp"
 
+#include "run_directory.hpp"
+
 #include <array>
+#include <charconv>
 #include <cmath>
-#include <filesystem>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
-#include <limits>
 #include <optional>
 #include <random>
 #include <string>
-#include <system_error>
-
-#include <unistd.h>
 #include <string_view>
+#include <system_error>
 #include <utility>
+#include <variant>
 #include <vector>
+
 
 namespace {
 
@@ -68,52 +77,84 @@ struct Model : LogisticRegression {
   Weights fetch(WeightValues) const { return weights(); }
 };
 
-bool stdout_is_terminal() { return ::isatty(::fileno(stdout)) == 1; }
+// The command line, parsed strictly: an unknown argument or a bad value is a usage error (exit 2)
+// that names it, never ignored.
+struct Options {
+  std::int64_t steps = 3000;
+  std::optional<std::filesystem::path> logdir;  // empty: a new run directory (run_directory.hpp)
+};
+
+constexpr const char* usage_text =
+    "usage: demo [--steps N] [--logdir DIR]\n"
+    "  Trains a logistic regression under a MonitoredSession and checks what it learned.\n"
+    "  --steps N     the last global step, a positive integer (default 3000; early stopping may\n"
+    "                end the run sooner)\n"
+    "  --logdir DIR  write the TensorBoard files into DIR (default: a new directory\n"
+    "                demo-runs/run-YYYYMMDD-HHMMSS next to this executable, kept)\n"
+    "  The last line printed is `tensorboard --logdir DIR`, the command that shows the run.\n";
+
+// Returns the options, or the exit status when there is nothing to run (--help: 0, a mistake: 2).
+std::variant<Options, int> parse(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(usage_text, stdout);
+      return 0;
+    }
+    if (arg != "--steps" && arg != "--logdir") {
+      std::fprintf(stderr, "demo: unknown argument '%s'; see demo --help\n", argv[i]);
+      return 2;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "demo: %s needs a value; see demo --help\n", argv[i]);
+      return 2;
+    }
+    const std::string_view value = argv[++i];
+    if (arg == "--steps") {
+      std::int64_t steps = 0;
+      const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), steps);
+      if (error != std::errc{} || end != value.data() + value.size() || steps < 1) {
+        std::fprintf(stderr, "demo: --steps must be a positive integer, got '%s'\n", argv[i]);
+        return 2;
+      }
+      options.steps = steps;
+    } else {
+      if (value.empty()) {
+        std::fprintf(stderr, "demo: --logdir must be a directory, got ''\n");
+        return 2;
+      }
+      options.logdir = std::filesystem::path(value);
+    }
+  }
+  return options;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --logdir DIR keeps the TensorBoard files in DIR; without it they go to a temporary directory,
-  // removed at the end.
-  std::optional<std::filesystem::path> kept_logdir;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::printf("usage: demo [--logdir DIR]\n  trains a logistic regression under a MonitoredSession; "
-                  "--logdir keeps its TensorBoard files in DIR (default: a temporary directory, "
-                  "removed at the end)\n");
-      return 0;
-    }
-    if (arg == "--logdir") {
-      if (i + 1 >= argc || std::string_view(argv[i + 1]).empty()) {
-        std::fprintf(stderr, "demo: --logdir needs a directory\n");
-        return 2;
-      }
-      kept_logdir = argv[++i];
-      continue;
-    }
-    std::fprintf(stderr, "demo: unknown argument '%s' (demo --help says what it takes)\n", argv[i]);
-    return 2;
-  }
+  const std::variant<Options, int> parsed = parse(argc, argv);
+  if (const int* status = std::get_if<int>(&parsed)) return *status;
+  const Options& options = std::get<Options>(parsed);
 
   // Every log line (ours and the built-in hooks') to stdout, so they interleave with the
-  // summary printed below in the order they happen. On a terminal a line first erases the
-  // progress bar (on stderr), which redraws below it, as tqdm.write does.
+  // summary printed below in the order they happen. On a terminal, runhooks::log erases the
+  // progress bar (on stderr) before the sink prints and redraws it below, as tqdm.write does.
   runhooks::set_log_sink([](runhooks::Severity, std::string_view line) {
-    std::fflush(stderr);
-    std::printf("%s%.*s\n", stdout_is_terminal() ? "\r\x1b[K" : "", static_cast<int>(line.size()),
-                line.data());
+    std::printf("%.*s\n", static_cast<int>(line.size()), line.data());
     std::fflush(stdout);
   });
-  // TensorBoard files: `tensorboard --logdir DIR` shows them while the demo runs.
-  const std::filesystem::path logdir =
-      kept_logdir ? *kept_logdir
-                  : std::filesystem::temp_directory_path() /
-                        ("runhooks-demo-" + std::to_string(std::random_device{}()));
-  std::printf("TensorBoard files in %s%s\n", logdir.c_str(),
-              kept_logdir ? "" : " (removed at the end; --logdir DIR keeps them)");
+  // TensorBoard files: `tensorboard --logdir DIR` shows them while the demo runs, and after.
+  std::filesystem::path logdir;
+  try {
+    logdir = options.logdir ? *options.logdir : example_runs::new_run_directory();
+  } catch (const std::filesystem::filesystem_error& e) {
+    std::fprintf(stderr, "demo: cannot make a run directory (%s); pass --logdir DIR\n", e.what());
+    return 1;
+  }
+  std::printf("TensorBoard files in %s\n", example_runs::display_path(logdir).c_str());
 
-  constexpr std::int64_t num_steps = 3000;
+  const std::int64_t num_steps = options.steps;
   const Weights true_weights = {2.0, -3.0, 1.5, 0.0, -1.0, 0.5, -0.5};
   std::mt19937 rng(2024);
   std::vector<Example> data = make_data(true_weights, 4000, rng);
@@ -141,10 +182,6 @@ int main(int argc, char** argv) {
 
   while (!session.should_stop()) session.run();
   session.close();  // every end(): the progress bar's last line, the summaries flushed
-  if (!kept_logdir) {
-    std::error_code ignored;
-    std::filesystem::remove_all(logdir, ignored);
-  }
 
   const LogisticRegression& model = session.raw_session();
   std::printf("after %lld steps:\n", static_cast<long long>(model.global_step()));
@@ -160,15 +197,23 @@ int main(int argc, char** argv) {
   std::printf("loss %.4f -> %.4f; accuracy %.3f (the true weights: %.3f)\n", double{initial_loss},
               double{final_loss}, learned_accuracy, true_accuracy);
 
-  // All the steps, or fewer when early stopping ended the run.
+  // All the steps, or fewer when early stopping ended the run; what was learned only from
+  // checked_from steps on (with 900 steps the weights are not yet within 0.5 of the true ones).
+  constexpr std::int64_t checked_from = 1000;
   bool ok = model.global_step() == num_steps || early_stopping.stopped_step().has_value();
-  ok = ok && final_loss < 0.6f * initial_loss;
-  ok = ok && learned_accuracy > 0.8 && learned_accuracy > true_accuracy - 0.02;
-  for (std::size_t j = 0; j <= num_features; ++j)
-    ok = ok && std::abs(model.weights()[j] - true_weights[j]) < 0.5;
-  if (!ok) {
-    std::printf("FAILED: the model did not learn what it should have\n");
-    return 1;
+  if (num_steps >= checked_from) {
+    ok = ok && final_loss < 0.6f * initial_loss;
+    ok = ok && learned_accuracy > 0.8 && learned_accuracy > true_accuracy - 0.02;
+    for (std::size_t j = 0; j <= num_features; ++j)
+      ok = ok && std::abs(model.weights()[j] - true_weights[j]) < 0.5;
+    if (!ok) std::printf("FAILED: the model did not learn what it should have\n");
+  } else {
+    if (!ok)
+      std::printf("FAILED: the run ended before step %lld\n", static_cast<long long>(num_steps));
+    std::printf("(what the model learned is checked only with --steps %lld or more)\n",
+                static_cast<long long>(checked_from));
   }
-  return 0;
+  std::printf("TensorBoard shows the loss and the weights (pip install tensorboard):\n");
+  std::printf("%s\n", example_runs::tensorboard_command(logdir).c_str());
+  return ok ? 0 : 1;
 }

@@ -5,7 +5,11 @@
 // increments the global step: no collective, no lockstep (Hogwild-style, as TensorFlow's
 // asynchronous replicas).
 //
-//   mpirun -np 4 build/examples/mpi_async_workers [--last-step N] [--stagger K]
+//   ./dev demo-mpi                                    # configures build/demo-mpi
+//   ninja -C build/demo-mpi examples/mpi_async_workers
+//   mpirun -np 4 build/demo-mpi/examples/mpi_async_workers [--last-step N] [--stagger K]
+//
+// (mpirun wants --oversubscribe on fewer than 4 cores, --allow-run-as-root as root.)
 //
 // As GlobalStepWaiterHook's docstring suggests, worker k starts once the global step reaches
 // int(K * log(k + 1)): the chief (k = 0) at once, the others one after another, each woken

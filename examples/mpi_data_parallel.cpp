@@ -2,7 +2,10 @@
 // each rank training on its own shard of the data, gradients averaged with MPI_Allreduce in every
 // step, so every rank holds the same weights and steps in lockstep.
 //
-//   mpirun -np 4 build/examples/mpi_data_parallel --steps 20000 --checkpoint-dir /tmp/ckpt
+//   ./dev demo-mpi      # builds build/demo-mpi/examples/mpi_data_parallel, runs it on 4 ranks
+//   mpirun -np 4 build/demo-mpi/examples/mpi_data_parallel --steps 20000 --checkpoint-dir /tmp/ckpt
+//
+// (mpirun wants --oversubscribe on fewer than 4 cores, --allow-run-as-root as root.)
 //
 // Who does what:
 //   every rank   StopAtStepHook on its local step (all ranks reach it at the same step, no

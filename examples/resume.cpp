@@ -9,8 +9,9 @@
 // last step, and the program exits 0; a second one terminates at once (the checkpoints on disk
 // stay consistent either way). --step-ms slows each step down, to try it by hand:
 //
-//   build/examples/resume --checkpoint-dir /tmp/ckpt --steps 100000 --step-ms 1   # Ctrl-C it
-//   build/examples/resume --checkpoint-dir /tmp/ckpt --steps 100000 --step-ms 1   # resumes
+//   ./dev demo && ninja -C build/demo examples/resume   # ./dev demo configures build/demo
+//   build/demo/examples/resume --checkpoint-dir /tmp/ckpt --steps 100000 --step-ms 1   # Ctrl-C it
+//   build/demo/examples/resume --checkpoint-dir /tmp/ckpt --steps 100000 --step-ms 1   # resumes
 //
 // The test examples/check_resume.py runs it, interrupts it and reruns it, and checks every claim.
 #include <runhooks/runhooks.hpp>

@@ -7,8 +7,11 @@ A link `[text](path)` or `[text](path#anchor)` that is not a URL must name a fil
 that exists, relative to the Markdown file; `#anchor` (alone or after a .md path) must be the
 anchor GitHub makes of one of that file's headings (lower case, punctuation dropped, spaces
 to '-', a repeated heading numbered '-1', '-2', ...). Code blocks and inline code are skipped.
-Every page of a docs/ folder given must be given. Prints each broken link with its file and
-line; exits 1 if there is any.
+Every page of a docs/ folder given must be given. A path `build/DIR/.../NAME` anywhere in a page
+(commands included) must be one that a `./dev` command builds: DIR is the build directory of a
+command in tools/dev/ (`DEMO_DIR=build/demo`, `suite gcc build/gcc ...`), and NAME a target
+that command compiles (all of the project's, unless it names its targets). Prints each problem
+with its file and line; exits 1 if there is any.
 """
 
 import pathlib
@@ -58,6 +61,52 @@ def anchors(path, cache={}):
     return cache[path]
 
 
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BUILD_PATH = re.compile(r"\bbuild/([\w.-]+)/([\w./-]*[\w-])")
+
+
+def dev_build_dirs():
+    """{build directory: the targets its ./dev command compiles, or None for all of them}."""
+    dirs = {}
+    for script in sorted((ROOT / "tools" / "dev").glob("*.sh")):
+        text = script.read_text()
+        for name in re.findall(r"^\s*suite \w+ build/([\w-]+)", text, flags=re.M):
+            dirs[name] = None
+        for var, name in re.findall(r"^(\w+)=build/([\w-]+)\s*$", text, flags=re.M):
+            targets = None
+            for line in re.findall(r'compile -C "\$\{?' + var + r'\}?"([^;|&}\n]*)', text):
+                words = [w for w in line.split() if not w.startswith(("-", "$", ">", "2>"))]
+                targets = (targets or set()) | {w.rsplit("/", 1)[-1] for w in words} if words else None
+            dirs[name] = targets
+    return dirs
+
+
+def project_targets():
+    """Every name an executable() of the project's meson.build files can take (a quoted word)."""
+    names = set()
+    for build_file in ROOT.glob("**/meson.build"):
+        if "build" not in build_file.relative_to(ROOT).parts[:1]:
+            names |= set(re.findall(r"'([\w-]+)'", build_file.read_text()))
+    return names
+
+
+def check_build_paths(md, dirs, targets):
+    problems = []
+    for number, line in enumerate(md.read_text().splitlines(), 1):
+        for directory, rest in BUILD_PATH.findall(line):
+            name = rest.rsplit("/", 1)[-1]
+            if directory == "data":  # where ./dev keeps fetched data, not a build directory
+                continue
+            if directory not in dirs:
+                problems.append(f"{md}:{number}: build/{directory}/{rest}: no ./dev command builds in build/{directory}")
+            elif dirs[directory] is not None and name not in dirs[directory]:
+                problems.append(f"{md}:{number}: build/{directory}/{rest}: the ./dev command of build/{directory} compiles only {sorted(dirs[directory])}")
+            elif dirs[directory] is None and not any(  # executable('test_' + name, ...) and the like
+                    name.removeprefix(prefix) in targets for prefix in ("", "test_", "test_mpi_", "bench_")):
+                problems.append(f"{md}:{number}: build/{directory}/{rest}: no target named {name} in any meson.build")
+    return problems
+
+
 def main():
     files = [pathlib.Path(arg) for arg in sys.argv[1:]]
     if not files:
@@ -69,7 +118,11 @@ def main():
         for page in sorted(set(folder.glob("*.md")) - {md.resolve() for md in files}):
             broken += 1
             print(f"{page}: not checked: add it to doc_files in tests/meson.build")
+    dirs, targets = dev_build_dirs(), project_targets()
     for md in files:
+        for problem in check_build_paths(md, dirs, targets):
+            broken += 1
+            print(problem)
         for number, line in prose_lines(md.read_text()):
             for target in LINK.findall(line):
                 if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto:, ...

@@ -2,6 +2,7 @@
 """Compiles and runs every C++ block of the given Markdown files that is a whole program.
 
 Usage: check_readme.py [--update] FILE.md... -- <compiler and flags...>
+       check_readme.py [--update] --sample NAME FILE.md -- <command...>
 
 The documentation's code cannot rot: each ```cpp block with `int main` must compile with the
 given flags and exit 0. A program may be followed by its output: a ```text block whose opening
@@ -9,6 +10,10 @@ fence is preceded by the line `<!-- output -->`. The program's stdout and stderr
 order) must then be that block, line for line, where every number of the block stands for any
 number (rates and timings vary between runs; the words, the lines and their order may not).
 With --update the output blocks are rewritten from this run instead of being checked.
+
+With --sample, the ```text block after the line `<!-- sample: NAME -->` must be what the command
+prints (a demo's output shown in the docs): numbers aside, any word with a '/' standing for any
+word (the directories a run writes), and `progress:` lines left out.
 """
 import pathlib
 import re
@@ -21,17 +26,57 @@ BLOCK = re.compile(r"```cpp\n(.*?)```\n(?:\n<!-- output -->\n```text\n(.*?)```\n
 NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 
 
-def matches(expected, actual):
-    """Whether the actual output is the expected block, any number standing for any number."""
+def token_pattern(token, paths):
+    if paths and "/" in token:  # a path: where a run wrote stands for wherever this one did
+        return r"\S+"
+    return "".join(NUMBER if re.fullmatch(NUMBER, part) else re.escape(part)
+                   for part in re.split(f"({NUMBER})", token))
+
+
+def matches(expected, actual, paths=False):
+    """Whether the actual output is the expected block, any number standing for any number (and,
+    with paths, any word with a '/' for any word)."""
     want, got = expected.rstrip("\n").split("\n"), actual.rstrip("\n").split("\n")
     if len(want) != len(got):
         return False
     for w, g in zip(want, got):
-        pattern = "".join(NUMBER if re.fullmatch(NUMBER, part) else re.escape(part)
-                          for part in re.split(f"({NUMBER})", w))
+        pattern = "".join(part if part.isspace() or not part else token_pattern(part, paths)
+                          for part in re.split(r"(\s+)", w))
         if not re.fullmatch(pattern, g):
             return False
     return True
+
+
+SAMPLE = "<!-- sample: {} -->\n```text\n(.*?)```\n"
+
+
+def check_sample(name, md, command, update):
+    """The block after `<!-- sample: NAME -->` in md is what command prints (stdout and stderr
+    merged), numbers and paths aside; `progress:` lines, whose number depends on the machine's
+    speed, are left out of both. With update, the block is rewritten from this run."""
+    run = subprocess.run(["stdbuf", "-oL"] + command if shutil.which("stdbuf") else command,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    if run.returncode != 0:
+        print(f"{' '.join(command)} exited {run.returncode}:\n{run.stdout}")
+        return 1
+    text = md.read_text()
+    match = re.search(SAMPLE.format(re.escape(name)), text, flags=re.S)
+    if not match:
+        print(f"{md} has no `<!-- sample: {name} -->` followed by a ```text block")
+        return 1
+    if update:
+        md.write_text(text[:match.start(1)] + run.stdout + text[match.end(1):])
+        print(f"{md}: sample {name} rewritten from a run of {' '.join(command)}")
+        return 0
+    keep = lambda out: "".join(l for l in out.splitlines(True) if not l.startswith("progress:"))
+    if not matches(keep(match.group(1)), keep(run.stdout), paths=True):
+        print(f"{md}, sample {name}: not what `{' '.join(command)}` prints (numbers, paths and "
+              f"progress lines aside).\n--- the block:\n{match.group(1)}--- the output:\n"
+              f"{run.stdout}(`tools/check_readme.py --update --sample {name} {md} -- COMMAND` "
+              f"rewrites it)")
+        return 1
+    print(f"{md}, sample {name}: as `{' '.join(command)}` prints it")
+    return 0
 
 
 def main() -> int:
@@ -42,6 +87,8 @@ def main() -> int:
         print(__doc__)
         return 2
     split = args.index("--")
+    if args[0] == "--sample":
+        return check_sample(args[1], pathlib.Path(args[2]), args[split + 1:], update)
     files, compiler = [pathlib.Path(a) for a in args[:split]], args[split + 1:]
     failed = total = 0
     # stdout line-buffered, as on a terminal, so that the order of its lines and stderr's is the

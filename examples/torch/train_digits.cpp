@@ -2,8 +2,11 @@
 // digits (UCI, 1,797 images, as shipped by scikit-learn) and reports its accuracy on a held-out
 // split. `./dev demo-torch` fetches the data, builds this and runs it.
 //
-//   train_digits --data digits.csv.gz --model-dir DIR [--steps N] [--save-steps N]
-//                [--log-every N] [--seed S]
+//   train_digits --data digits.csv.gz [--model-dir DIR] [--steps N] [--save-steps N]
+//                [--log-every N] [--seed S]          (train_digits --help)
+//
+// Without --model-dir, a new directory next to the executable, kept (../run_directory.hpp:
+// build/demo-torch/examples/torch/train_digits-runs/run-YYYYMMDD-HHMMSS after `./dev demo-torch`).
 //
 // The backend (runhooks::TorchBackend) knows nothing about stopping, logging, summaries or
 // checkpoints; the hooks, all built in, add them:
@@ -26,7 +29,8 @@
 // The backend comes from a ChiefSessionCreator, which restores the latest checkpoint of
 // --model-dir: a run that was killed resumes where its last checkpoint left it and, since a
 // step's batch depends on the step alone, ends with the very weights of an uninterrupted run.
-// Ends with the lines `weights checksum: S` and `test accuracy: X on the held-out split (N images)`.
+// Ends with the lines `weights checksum: S`, `test accuracy: X on the held-out split (N images)`,
+// a hint, and `tensorboard --logdir DIR`, the command that shows the run.
 #include <runhooks/checkpoint/checkpoint_saver_hook.hpp>
 #include <runhooks/checkpoint/chief_session_creator.hpp>
 #include <runhooks/core.hpp>
@@ -41,6 +45,8 @@
 #include <runhooks/torch/tensor_batches.hpp>
 #include <runhooks/torch/torch_backend.hpp>
 
+#include "../run_directory.hpp"
+
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
@@ -50,6 +56,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -60,6 +67,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -72,25 +80,40 @@ constexpr std::int64_t held_out_every = 5;  // rows 4, 9, 14, ... of the file: 3
 
 struct Options {
   std::string data;
-  std::string model_dir;  // checkpoints and TensorBoard event files, as TensorFlow's model_dir
+  // Checkpoints and TensorBoard event files, as TensorFlow's model_dir; empty: a new run
+  // directory next to the executable (../run_directory.hpp).
+  std::string model_dir;
   std::int64_t steps = 1500;
   std::int64_t save_steps = 500;
   std::uint64_t seed = 1;
   std::int64_t log_every = 250;
 };
 
+constexpr const char* usage_text =
+    "usage: train_digits --data digits.csv.gz [--model-dir DIR] [--steps N] [--save-steps N]\n"
+    "                    [--log-every N] [--seed S]\n"
+    "  Trains an MLP on the 8x8 digits under a MonitoredSession and reports its accuracy on a\n"
+    "  held-out fifth of them. N and S are positive integers.\n"
+    "  --data FILE       scikit-learn's digits.csv.gz (tools/fetch_digits.py fetches it)\n"
+    "  --model-dir DIR   checkpoints and TensorBoard files; a run on a DIR that holds a\n"
+    "                    checkpoint resumes from it (default: a new directory\n"
+    "                    train_digits-runs/run-YYYYMMDD-HHMMSS next to this executable, kept)\n"
+    "  --steps N         the last global step (default 1500)\n"
+    "  --save-steps N    a checkpoint every N steps (default 500)\n"
+    "  --log-every N     log and write the loss and accuracy every N steps (default 250)\n"
+    "  --seed S          the initial weights and the order of the batches (default 1)\n"
+    "  The last line printed is `tensorboard --logdir DIR`, the command that shows the run.\n";
+
 [[noreturn]] void usage_error(const std::string& message) {
-  std::fprintf(stderr,
-               "train_digits: %s\nusage: train_digits --data digits.csv.gz --model-dir DIR "
-               "[--steps N] [--save-steps N] [--log-every N] [--seed S]\n",
-               message.c_str());
+  std::fprintf(stderr, "train_digits: %s; see train_digits --help\n", message.c_str());
   std::exit(2);
 }
 
-std::int64_t positive(std::string_view name, const char* text) {
-  char* end = nullptr;
-  const long long value = std::strtoll(text, &end, 10);
-  if (end == text || *end != '\0' || value < 1) usage_error(std::string(name) + " wants a positive integer");
+std::int64_t positive(std::string_view name, std::string_view text) {
+  std::int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc{} || end != text.data() + text.size() || value < 1)
+    usage_error(std::string(name) + " must be a positive integer, got '" + std::string(text) + "'");
   return value;
 }
 
@@ -98,18 +121,23 @@ Options parse(int argc, char** argv) {
   Options options;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
-    if (i + 1 >= argc) usage_error("missing value after " + std::string(arg));
-    const char* value = argv[++i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(usage_text, stdout);
+      std::exit(0);
+    }
+    if (arg != "--data" && arg != "--model-dir" && arg != "--steps" && arg != "--save-steps" &&
+        arg != "--seed" && arg != "--log-every")
+      usage_error("unknown argument '" + std::string(arg) + "'");
+    if (i + 1 >= argc) usage_error(std::string(arg) + " needs a value");
+    const std::string_view value = argv[++i];
     if (arg == "--data") options.data = value;
-    else if (arg == "--steps") options.steps = positive(arg, value);
     else if (arg == "--model-dir") options.model_dir = value;
+    else if (arg == "--steps") options.steps = positive(arg, value);
     else if (arg == "--save-steps") options.save_steps = positive(arg, value);
     else if (arg == "--seed") options.seed = static_cast<std::uint64_t>(positive(arg, value));
-    else if (arg == "--log-every") options.log_every = positive(arg, value);
-    else usage_error("unknown argument " + std::string(arg));
+    else options.log_every = positive(arg, value);
   }
   if (options.data.empty()) usage_error("--data is required (tools/fetch_digits.py fetches it)");
-  if (options.model_dir.empty()) usage_error("--model-dir is required");
   return options;
 }
 
@@ -175,6 +203,12 @@ using Backend = runhooks::TorchBackend<Model, torch::optim::SGD>;
 
 int main(int argc, char** argv) try {
   const Options options = parse(argc, argv);
+  // The default model directory is made before the data is read, so that its failure is
+  // reported first; an explicit one is ChiefSessionCreator's to make.
+  const std::string dir =
+      options.model_dir.empty() ? example_runs::new_run_directory().string() : options.model_dir;
+  std::printf("model directory (checkpoints, TensorBoard files): %s\n",
+              example_runs::display_path(dir).c_str());
   // Log lines to stdout. On a terminal, each first clears the line, where the progress bar (on
   // stderr) may be drawn; the bar redraws itself below.
   static const bool terminal = isatty(STDOUT_FILENO) == 1;
@@ -209,7 +243,6 @@ int main(int argc, char** argv) try {
                          torch::nn::Linear(64, num_classes)),
                    train_batches, torch::optim::SGDOptions(0.05).momentum(0.9));
   };
-  const std::string& dir = options.model_dir;
   runhooks::MonitoredSession session{
       runhooks::ChiefSessionCreator(make_backend, {.checkpoint_dir = dir}),
       runhooks::StopAtStepHook({.last_step = options.steps}),
@@ -244,6 +277,9 @@ int main(int argc, char** argv) try {
   std::printf("weights checksum: %.9g\n", checksum);
   std::printf("test accuracy: %.4f on the held-out split (%lld images)\n",
               double{backend.accuracy(test_images, test_labels)}, static_cast<long long>(num_test));
+  std::printf("TensorBoard shows the loss, the accuracy and the step rate "
+              "(pip install tensorboard):\n");
+  std::printf("%s\n", example_runs::tensorboard_command(dir).c_str());
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "train_digits: %s\n", e.what());

@@ -4,8 +4,17 @@
   check_train_digits.py CASE TRAIN_DIGITS --data DIGITS_CSV_GZ [--source-root DIR]
 
 CASE:
-  accuracy  one run with a TensorBoard log directory, seed 1: the last line reads
-            `test accuracy: X on the held-out split (359 images)` with X >= 0.9; the batch loss
+  args      (needs no data) an unknown argument, a missing value, and --steps 0, x, -3 and 5x
+            each exit 2 with one line on stderr naming the argument and the value, before any
+            directory is made; --help exits 0 with the usage on stdout.
+  default   a copy of train_digits in a temporary directory, run with --data and --steps alone,
+            keeps its checkpoints and its one event file in a new directory next to itself,
+            train_digits-runs/run-YYYYMMDD-HHMMSS[-N], and its last line is
+            `tensorboard --logdir DIR`, DIR relative to the current directory (below which it
+            is); a second run gets a directory of its own and starts from step 0.
+  accuracy  one run with a TensorBoard log directory, seed 1: it prints
+            `test accuracy: X on the held-out split (359 images)` with X >= 0.9 and ends with
+            `tensorboard --logdir DIR`, DIR the --model-dir; the batch loss
             and accuracy were logged at every --log-every step and nowhere else; the backend
             converted a tensor (.item()) only for those fetches and the final evaluation; and
             the model directory holds one event file, and TensorBoard reading the directory
@@ -28,6 +37,8 @@ import glob
 import os
 import random
 import re
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -59,6 +70,11 @@ def test_accuracy(exe, data, source_root):
     with tempfile.TemporaryDirectory(prefix="runhooks-train-digits-") as model_dir:
         out = run_example(exe, ["--data", data, "--model-dir", model_dir, "--steps", str(steps),
                                 "--log-every", str(every), "--save-steps", "500", "--seed", "1"])
+        words = shlex.split(out.splitlines()[-1])
+        if len(words) != 3 or words[:2] != ["tensorboard", "--logdir"] or \
+                os.path.realpath(words[2]) != os.path.realpath(model_dir):
+            fail(f"the last line is {out.splitlines()[-1]!r}, expected "
+                 f"`tensorboard --logdir {model_dir}`")
 
         m = re.search(r"^test accuracy: ([0-9.]+) on the held-out split \((\d+) images\)$", out,
                       re.M)
@@ -135,6 +151,85 @@ def test_accuracy(exe, data, source_root):
             fail(f"global_step/sec at {rates}, expected positive rates at {rate_steps}")
         print(f"ok: TensorBoard reads loss and accuracy at steps {written} and global_step/sec "
               f"at {rate_steps}")
+
+
+def test_args(exe):
+    with tempfile.TemporaryDirectory(prefix="runhooks-train-digits-") as tmp:
+        copy = os.path.join(tmp, "train_digits")
+        shutil.copy2(exe, copy)
+        hint = "; see train_digits --help"
+        refused = [
+            (["--bogus"], "train_digits: unknown argument '--bogus'" + hint),
+            (["--data", "x.csv.gz", "extra"], "train_digits: unknown argument 'extra'" + hint),
+            (["--steps"], "train_digits: --steps needs a value" + hint),
+            (["--model-dir"], "train_digits: --model-dir needs a value" + hint),
+            (["--steps", "10"],
+             "train_digits: --data is required (tools/fetch_digits.py fetches it)" + hint),
+        ] + [([flag, value],
+              f"train_digits: {flag} must be a positive integer, got '{value}'" + hint)
+             for flag in ["--steps", "--save-steps", "--log-every", "--seed"]
+             for value in ["0", "x", "-3", "5x"]]
+        for args, message in refused:
+            proc = subprocess.run([copy] + args, cwd=tmp, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, timeout=60)
+            if proc.returncode != 2 or proc.stderr != message + "\n" or proc.stdout:
+                fail(f"train_digits {shlex.join(args)}: exit {proc.returncode}, stdout "
+                     f"{proc.stdout!r}, stderr {proc.stderr!r}; expected exit 2 and {message!r}")
+            print(f"ok: train_digits {shlex.join(args)}: exit 2, {message!r}")
+        if os.listdir(tmp) != ["train_digits"]:
+            fail(f"a refused command line made {os.listdir(tmp)}")
+        proc = subprocess.run([copy, "--help"], cwd=tmp, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+        usage = proc.stdout.startswith("usage: train_digits ")
+        if (proc.returncode != 0 or proc.stderr or not usage
+                or not all(f in proc.stdout for f in ["--data", "--model-dir", "--steps",
+                                                      "--save-steps", "--log-every", "--seed"])):
+            fail(f"train_digits --help: exit {proc.returncode}, stdout {proc.stdout!r}, stderr "
+                 f"{proc.stderr!r}; expected exit 0 and the usage")
+        print("ok: train_digits --help: exit 0 and the usage")
+
+
+def test_default(exe, data):
+    steps = 300
+    with tempfile.TemporaryDirectory(prefix="runhooks-train-digits-") as tmp:
+        copy = os.path.join(tmp, "bin", "train_digits")
+        os.makedirs(os.path.dirname(copy))
+        shutil.copy2(exe, copy)
+        runs = os.path.join("bin", "train_digits-runs")
+        dirs = []
+        for attempt in (1, 2):
+            cmd = [copy, "--data", data, "--steps", str(steps), "--save-steps", "100"]
+            print("+ " + " ".join(cmd), flush=True)
+            proc = subprocess.run(cmd, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True, timeout=240)
+            print(proc.stdout, end="", flush=True)
+            if proc.returncode != 0:
+                fail(f"train_digits exited with {proc.returncode}")
+            lines = proc.stdout.splitlines()
+            words = shlex.split(lines[-1]) if lines else []
+            if len(words) != 3 or words[:2] != ["tensorboard", "--logdir"]:
+                fail(f"the last line is {lines[-1:]!r}, expected `tensorboard --logdir DIR`")
+            printed = words[2]
+            if (os.path.dirname(printed) != runs or
+                    not re.fullmatch(r"run-\d{8}-\d{6}(-\d+)?", os.path.basename(printed))):
+                fail(f"DIR is {printed!r}, expected {runs}/run-YYYYMMDD-HHMMSS[-N]")
+            if f"model directory (checkpoints, TensorBoard files): {printed}" not in lines:
+                fail("no `model directory (checkpoints, TensorBoard files): DIR` line")
+            if last_lines(proc.stdout)[0] != steps or "restored checkpoint" in proc.stdout:
+                fail(f"expected a fresh run to step {steps}")
+            model_dir = os.path.join(tmp, printed)
+            files = glob.glob(os.path.join(model_dir, "events.out.tfevents.*"))
+            if len(files) != 1 or saved_steps(model_dir)[-1:] != [steps]:
+                fail(f"{model_dir} holds {sorted(os.listdir(model_dir))}, expected one event file "
+                     f"and a checkpoint of step {steps}")
+            dirs.append(printed)
+            print(f"ok: run {attempt}: last line `tensorboard --logdir {printed}`, the directory "
+                  f"kept with one event file and the checkpoint of step {steps}")
+        if dirs[0] == dirs[1] or sorted(os.listdir(os.path.join(tmp, runs))) != sorted(
+                os.path.basename(d) for d in dirs):
+            fail(f"the two runs' directories: {dirs}; {runs} holds "
+                 f"{os.listdir(os.path.join(tmp, runs))}")
+        print("ok: each run has a directory of its own, both kept")
 
 
 STEPS, SAVE_STEPS = 1500, 100
@@ -249,17 +344,22 @@ def test_resume(exe, data, sig):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("case", choices=["accuracy", "resume", "sigterm"])
+    parser.add_argument("case", choices=["args", "default", "accuracy", "resume", "sigterm"])
     parser.add_argument("train_digits")
     parser.add_argument("--data", default="")
     parser.add_argument("--source-root", default=os.path.dirname(os.path.dirname(
         os.path.dirname(os.path.abspath(__file__)))))
     args = parser.parse_args()
+    if args.case == "args":
+        test_args(args.train_digits)
+        return 0
     if not args.data or not os.path.isfile(args.data):
         print(f"SKIP: no digits data ({args.data or '-Ddigits_csv is empty'}): run "
               "tools/fetch_digits.py PATH and configure with -Ddigits_csv=PATH (./dev test does)")
         return SKIP
-    if args.case == "accuracy":
+    if args.case == "default":
+        test_default(args.train_digits, args.data)
+    elif args.case == "accuracy":
         test_accuracy(args.train_digits, args.data, args.source_root)
     elif args.case == "resume":
         test_resume(args.train_digits, args.data, signal.SIGKILL)

@@ -8,8 +8,11 @@ usage_demo-torch() {
   MonitoredSession. Installs torch==2.13.0, the CPU build (about 750 MB), with
   `$TORCH_PYTHON -m pip` when $TORCH_PYTHON (default python3) cannot import torch, and says
   so; fetches the digits into build/data/ (tools/fetch_digits.py); builds with -Dtorch=enabled
-  (g++, build/demo-torch; output in build/demo-torch.log) and runs it with --data and a
-  temporary --model-dir, removed afterwards. Arguments after -- are added, e.g.
+  (g++, build/demo-torch; output in build/demo-torch.log) and runs it with --data. Its
+  checkpoints and TensorBoard files are kept in a new directory per run,
+  build/demo-torch/examples/torch/train_digits-runs/run-YYYYMMDD-HHMMSS; the last line
+  printed is the command that shows them, `tensorboard --logdir DIR`. Arguments after -- go to
+  the example, which refuses any it does not know (exit 2; --help lists them), e.g.
   ./dev demo-torch -- --steps 3000 --model-dir /tmp/digits (run it again to resume).
 EOF
 }
@@ -19,7 +22,7 @@ DEMO_TORCH_DIR=build/demo-torch
 
 cmd_demo-torch() {
   parse_demo_args demo-torch "$@"
-  local demo_args=("${DEMO_ARGS[@]}") tmp status=0
+  local demo_args=("${DEMO_ARGS[@]}")
   ensure_packages "${DEMO_TORCH_PACKAGES[@]}"
   if ! have_torch; then
     note "installing $TORCH_REQUIREMENT (the CPU build, about 750 MB): $TORCH_PYTHON -m pip install $TORCH_REQUIREMENT" >&2
@@ -39,12 +42,7 @@ cmd_demo-torch() {
     die "building the torch demo failed; the output above is in $ROOT/$log"
   fi
   [[ -x $exe ]] || die "$exe was not built: is it listed in examples/torch/meson.build?"
-  tmp=$(mktemp -d "${TMPDIR:-/tmp}/runhooks-demo-torch.XXXXXX")
-  # Later arguments win: a --model-dir after -- replaces the temporary one.
-  note "$exe --data $DIGITS_CSV --model-dir $tmp/model ${demo_args[*]}" >&2
-  "$exe" --data "$DIGITS_CSV" --model-dir "$tmp/model" "${demo_args[@]}" || status=$?
-  rm -rf "$tmp"
-  return "$status"
+  # Later arguments win: a --data after -- replaces ours.
+  note "$exe --data $DIGITS_CSV ${demo_args[*]}" >&2
+  exec "$exe" --data "$DIGITS_CSV" "${demo_args[@]}"
 }
-
-# Regenerates the README's performance section and docs/bench_hooks.svg from fresh
