@@ -1,4 +1,5 @@
-// Where the built-in hooks' log lines go: stderr by default, or a sink the program installs.
+// Where the built-in hooks' log lines go: stderr by default, or a sink the program installs; and
+// how a log line shares a terminal with a live progress bar.
 #pragma once
 
 #include <runhooks/detail/config.hpp>
@@ -11,7 +12,9 @@ namespace runhooks {
 
 enum class Severity { info, warning };
 
-// A log sink receives one finished line, without its trailing newline.
+// A log sink receives one finished line, without its trailing newline. It must not call
+// runhooks::log, and what it writes should be flushed when it returns (stderr is unbuffered,
+// stdout on a terminal is line-buffered: a line that ends with '\n' is).
 using LogSink = void (*)(Severity, std::string_view line);
 
 namespace detail {
@@ -23,6 +26,56 @@ inline std::atomic<LogSink>& log_sink_slot() noexcept {
   static std::atomic<LogSink> sink{&stderr_sink};
   return sink;
 }
+
+// The live line: the one line that a display keeps at the bottom of a terminal and redraws in
+// place (a ProgressBarHook on a terminal). While one is registered, log() erases it with
+// "\r\x1b[K" on its stream, calls the sink, and has the display draw it again below the log
+// line, as tqdm.write does. One slot for the process: the display that drew last holds it.
+struct LiveLine {
+  std::FILE* stream = nullptr;
+  void (*redraw)(const void* owner) = nullptr;  // writes the line again; called under the lock
+  const void* owner = nullptr;                  // nullptr: no live line
+};
+
+// Serializes log lines with the live line's draws, so that neither lands inside the other.
+// Held by log() around erase + sink + redraw, and by a display around each draw (a bar draws
+// at most redraws_per_sec times a second, never on a silent step). A futex-style lock on
+// std::atomic's C++20 wait: the core header includes no thread machinery (<mutex>).
+class LiveLineLock {
+ public:
+  LiveLineLock() noexcept {
+    while (state().exchange(1, std::memory_order_acquire) != 0)
+      state().wait(1, std::memory_order_relaxed);
+  }
+  ~LiveLineLock() {
+    state().store(0, std::memory_order_release);
+    state().notify_one();
+  }
+  LiveLineLock(const LiveLineLock&) = delete;
+  LiveLineLock& operator=(const LiveLineLock&) = delete;
+
+  const LiveLine& line() const noexcept { return slot(); }
+  // `line.owner` becomes the live line (a draw on a terminal).
+  void show(const LiveLine& line) noexcept { slot() = line; }
+  // No live line any more, if `owner` held it (the bar's final draw, its destructor).
+  void hide(const void* owner) noexcept {
+    if (slot().owner == owner) slot() = LiveLine{};
+  }
+  // A display moved while live: the slot follows it.
+  void move(const void* from, const void* to) noexcept {
+    if (slot().owner == from) slot().owner = to;
+  }
+
+ private:
+  static std::atomic<int>& state() noexcept {
+    static std::atomic<int> value{0};
+    return value;
+  }
+  static LiveLine& slot() noexcept {
+    static LiveLine line;
+    return line;
+  }
+};
 }  // namespace detail
 
 // Replaces the sink and returns the previous one; nullptr restores stderr. Thread-safe.
@@ -30,8 +83,18 @@ inline LogSink set_log_sink(LogSink sink) noexcept {
   return detail::log_sink_slot().exchange(sink != nullptr ? sink : &detail::stderr_sink);
 }
 
+// Writes one line through the sink. Thread-safe; lines never interleave with each other or with
+// a live progress bar, which is erased before the line and drawn again after it.
 inline void log(Severity severity, std::string_view line) {
-  detail::log_sink_slot().load(std::memory_order_acquire)(severity, line);
+  const LogSink sink = detail::log_sink_slot().load(std::memory_order_acquire);
+  detail::LiveLineLock lock;
+  const detail::LiveLine live = lock.line();
+  if (live.owner != nullptr) {
+    std::fputs("\r\x1b[K", live.stream);
+    std::fflush(live.stream);  // erased before the sink writes, whatever stream it writes to
+  }
+  sink(severity, line);
+  if (live.owner != nullptr) live.redraw(live.owner);
 }
 
 }  // namespace runhooks

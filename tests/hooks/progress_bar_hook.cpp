@@ -1,10 +1,12 @@
 // ProgressBarHook: the terminal bar and the plain lines, the redraw rate bound, the total from a
-// linked StopAtStepHook (found by type at compile time), the lazy fetch of the shown keys, and
-// option validation.
+// linked StopAtStepHook (found by type at compile time), the lazy fetch of the shown keys, option
+// validation, tqdm's number formats, and log lines around a live bar (in a file here;
+// progress_bar_terminal.cpp does it on a real pseudo-terminal).
 
 #include <runhooks/hooks/progress_bar_hook.hpp>
 #include <runhooks/hooks/stop_at_step_hook.hpp>
 #include <runhooks/link_hooks.hpp>
+#include <runhooks/log.hpp>
 #include <runhooks/manual_clock.hpp>
 #include <runhooks/monitored_session.hpp>
 
@@ -13,8 +15,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 using runhooks::ManualClock;
@@ -102,9 +107,10 @@ TEST_CASE("ProgressBarHook, plain lines (not a terminal): one per plain_line_sec
   const auto lines = out.lines();
   REQUIRE(lines.size() == 5);
   CHECK(lines[0] == "progress: step 1/40 (2%), elapsed 00:00, loss=1");
-  CHECK(lines[1] == "progress: step 11/40 (27%), 1 steps/s, elapsed 00:10, ETA 00:29, loss=0.09091");
-  CHECK(lines[3] == "progress: step 31/40 (77%), 1 steps/s, elapsed 00:30, ETA 00:09, loss=0.03226");
-  CHECK(lines[4] == "progress: step 40/40 (100%), 0.975 steps/s, elapsed 00:40, loss=0.025");
+  CHECK(lines[1] == "progress: step 11/40 (27%), 1.00 it/s, elapsed 00:10, ETA 00:29, loss=0.09091");
+  CHECK(lines[3] == "progress: step 31/40 (77%), 1.00 it/s, elapsed 00:30, ETA 00:09, loss=0.03226");
+  // Under one step a second, seconds per step: 40 s / 39 steps.
+  CHECK(lines[4] == "progress: step 40/40 (100%), 1.03 s/it, elapsed 00:40, loss=0.025");
   // The loss was fetched on the 4 runs that drew, not on 40, and once more by end().
   CHECK(session.raw_session().loss_fetches == 5);
   CHECK(session.hook<1>().draws() == 5);
@@ -129,7 +135,7 @@ TEST_CASE("ProgressBarHook on a terminal: redraws in place, at most redraws_per_
   CHECK(count(text, '\r') == static_cast<std::size_t>(draws));
   CHECK(count(text, '\n') == 1);  // one line, ended by end()
   const std::string last = text.substr(text.rfind('\r') + 1);
-  CHECK(last == "10000/10000 [==========] 100%  1e+03 steps/s  00:10\x1b[K\n");
+  CHECK(last == "10000/10000 [==========] 100%  1.00k it/s  00:10\x1b[K\n");
   const std::string first = text.substr(1, text.find('\r', 1) - 1);
   CHECK(first == "1/10000 [>.........]   0%  00:00\x1b[K");
 }
@@ -165,7 +171,7 @@ TEST_CASE("ProgressBarHook: the total comes from a StopAtStepHook linked at comp
   const auto lines = out.lines();
   REQUIRE(lines.size() == 2);
   CHECK(lines[0] == "progress: step 101/150 (67%), elapsed 00:00");
-  CHECK(lines[1] == "progress: step 150/150 (100%), 1.96 steps/s, elapsed 00:25");
+  CHECK(lines[1] == "progress: step 150/150 (100%), 1.96 it/s, elapsed 00:25");
   // An option wins over the linked hook.
   ProgressBarHook fixed{{.total = 7}};
   runhooks::StopAtStepHook stop({.last_step = 9});
@@ -184,7 +190,7 @@ TEST_CASE("ProgressBarHook without a total or a global step counts runs") {
   }
   session.close();
   const std::string text = out.text();
-  CHECK(text.substr(text.rfind('\r') + 1) == "3 steps  0.667 steps/s  00:03\x1b[K\n");
+  CHECK(text.substr(text.rfind('\r') + 1) == "3 steps  1.50 s/it  00:03\x1b[K\n");
 }
 
 TEST_CASE("ProgressBarHook: a session that ends by an error still ends the line") {
@@ -224,4 +230,143 @@ TEST_CASE("ProgressBarHook: options are validated") {
   CHECK_THROWS_WITH_AS((O{.width = 0}.validate()),
                        "runhooks: ProgressBarOptions::width must be 1 to 200, got 0.",
                        std::invalid_argument);
+}
+
+// Expectations printed by tqdm 4.70.1 itself: tqdm.format_sizeof(x) for each x, and the rate part
+// of tqdm.format_meter(n, total, elapsed, unit_scale=True) ("2.50s/it", "16.4kit/s"), to which
+// ours adds a space before the unit.
+TEST_CASE("tqdm's format_sizeof: three significant digits and an SI prefix") {
+  using runhooks::detail::format_sizeof;
+  const std::pair<double, const char*> tqdm[] = {
+      {0, "0.00"},          {1, "1.00"},           {9, "9.00"},          {9.99, "9.99"},
+      {9.994999, "9.99"},   {9.995, "10.0"},       {9.999, "10.0"},      {99.9, "99.9"},
+      {99.949, "99.9"},     {99.95, "100"},        {99.99, "100"},       {999, "999"},
+      {999.4, "999"},       {999.49, "999"},       {999.5, "1.00k"},     {999.9, "1.00k"},
+      {1000, "1.00k"},      {1001, "1.00k"},       {1234, "1.23k"},      {9999, "10.0k"},
+      {10000, "10.0k"},     {16400, "16.4k"},      {99999, "100k"},      {999499, "999k"},
+      {999500, "1.00M"},    {999999, "1.00M"},     {1e6, "1.00M"},       {1.2e6, "1.20M"},
+      {123456789, "123M"},  {1.5e9, "1.50G"},      {1e12, "1.00T"},      {1.5e15, "1.50P"},
+      {1e18, "1.00E"},      {1e21, "1.00Z"},       {1e24, "1.0Y"},       {1e27, "1000.0Y"},
+      {0.5, "0.50"},        {0.123, "0.12"},       {0.125, "0.12"},      {0.375, "0.38"},
+      {0.995, "0.99"},      {1.005, "1.00"},       {2.675, "2.67"},      {0.001, "0.00"},
+  };
+  for (const auto& example : tqdm) {
+    const double x = example.first;  // not a structured binding: clang before 16 cannot capture one
+    INFO("format_sizeof(" << x << ")");
+    CHECK(format_sizeof(x) == example.second);
+  }
+}
+
+TEST_CASE("A rate as tqdm shows it: it/s, and s/it under one step a second") {
+  using runhooks::detail::format_rate;
+  CHECK(format_rate(16400.0) == "16.4k it/s");  // format_meter(49200, None, 3.0): 16.4kit/s
+  CHECK(format_rate(0.4) == "2.50 s/it");       // format_meter(2, 10, 5.0): 2.50s/it
+  CHECK(format_rate(1.0) == "1.00 it/s");       // format_meter(5, 10, 5.0): 1.00it/s
+  CHECK(format_rate(36.4) == "36.4 it/s");
+  CHECK(format_rate(1.2e6) == "1.20M it/s");
+  CHECK(format_rate(1.0 / 90.0) == "90.0 s/it");
+  CHECK(format_rate(0.0) == "0.00 it/s");  // tqdm: "?it/s"; here the rate is known, and 0
+}
+
+TEST_CASE("ProgressBarHook: a fast and a slow bar show tqdm's rates") {
+  Capture out;
+  ManualClock clock(0.0);
+  {
+    runhooks::MonitoredSession session{
+        Backend{}, ProgressBarHook{{.redraws_per_sec = 1.0, .terminal = true}, out.file(), clock}};
+    for (int i = 0; i < 16401; ++i) {
+      session.run();
+      clock.advance(1.0 / 16400.0);
+    }
+  }
+  const std::string fast = out.text();
+  CHECK(fast.substr(fast.rfind('\r') + 1) == "16401 steps  16.4k it/s  00:01\x1b[K\n");
+  Capture slow_out;
+  runhooks::MonitoredSession slow{
+      Backend{}, ProgressBarHook{{.total = 10, .redraws_per_sec = 1.0, .width = 30, .terminal = true},
+                                 slow_out.file(), clock}};
+  for (int i = 0; i < 3; ++i) {
+    slow.run();
+    clock.advance(2.5);
+  }
+  const std::string text = slow_out.text();
+  const std::size_t last = text.rfind('\r');
+  CHECK(text.substr(last + 1) == "3/10 [=========>....................]  30%  2.50 s/it  ETA 00:18\x1b[K");
+}
+
+namespace {
+std::vector<std::string> sunk;
+void keep_line(runhooks::Severity, std::string_view line) { sunk.emplace_back(line); }
+}  // namespace
+
+TEST_CASE("ProgressBarHook: a log line erases the bar on its stream, and the bar is drawn again") {
+  Capture out;
+  ManualClock clock(0.0);
+  sunk.clear();
+  const runhooks::LogSink previous = runhooks::set_log_sink(&keep_line);
+  std::optional<runhooks::MonitoredSession<Backend, ProgressBarHook<runhooks::Keys<>, ManualClock>>> session;
+  session.emplace(Backend{}, ProgressBarHook{{.total = 4, .width = 4, .terminal = true}, out.file(), clock});
+  runhooks::log(runhooks::Severity::info, "before");  // no bar yet: nothing on its stream
+  CHECK(out.text().empty());
+  session->run();
+  const std::string bar = "\r1/4 [=>..]  25%  00:00\x1b[K";
+  CHECK(out.text() == bar);
+  runhooks::log(runhooks::Severity::info, "saved");
+  CHECK(out.text() == bar + "\r\x1b[K" + bar);  // erased, the sink, drawn again
+  // A copy of the bar does not own the line: destroying it writes nothing.
+  {
+    auto copy = session->hook<0>();
+    (void)copy;
+  }
+  CHECK(out.text() == bar + "\r\x1b[K" + bar);
+  session->close();  // the final draw ends the line: later log lines leave the stream alone
+  const std::string ended = out.text();
+  CHECK(ended.back() == '\n');
+  runhooks::log(runhooks::Severity::info, "after");
+  CHECK(out.text() == ended);
+  runhooks::set_log_sink(previous);
+  // The sink got the lines unchanged, without escape codes.
+  CHECK((sunk == std::vector<std::string>{"before", "saved", "after"}));
+}
+
+TEST_CASE("The bar's terminal line: a move carries the open line and its registration, a copy not") {
+  Capture out;
+  sunk.clear();
+  const runhooks::LogSink previous = runhooks::set_log_sink(&keep_line);
+  std::optional<runhooks::detail::TerminalLine> line;
+  line.emplace();
+  line->draw(out.file(), "12 steps", false);
+  runhooks::detail::TerminalLine moved(std::move(*line));
+  line.reset();  // the moved-from line is closed: its destructor writes nothing
+  CHECK(out.text() == "\r12 steps\x1b[K");
+  runhooks::log(runhooks::Severity::info, "saved");
+  CHECK(out.text() == "\r12 steps\x1b[K\r\x1b[K\r12 steps\x1b[K");
+  {
+    runhooks::detail::TerminalLine copy(moved);  // not open: its destructor writes nothing
+    runhooks::detail::TerminalLine assigned;
+    assigned = std::move(moved);
+    CHECK(out.text() == "\r12 steps\x1b[K\r\x1b[K\r12 steps\x1b[K");
+  }  // `assigned` ends the line it took, and no log line looks for it any more
+  CHECK(out.text() == "\r12 steps\x1b[K\r\x1b[K\r12 steps\x1b[K\n");
+  runhooks::log(runhooks::Severity::info, "after");
+  CHECK(out.text() == "\r12 steps\x1b[K\r\x1b[K\r12 steps\x1b[K\n");
+  runhooks::set_log_sink(previous);
+  CHECK((sunk == std::vector<std::string>{"saved", "after"}));
+}
+
+TEST_CASE("ProgressBarHook in plain mode: log lines leave its stream alone") {
+  Capture out;
+  ManualClock clock(0.0);
+  sunk.clear();
+  const runhooks::LogSink previous = runhooks::set_log_sink(&keep_line);
+  {
+    // Neither forced nor a terminal (a file): plain lines.
+    runhooks::MonitoredSession session{Backend{}, ProgressBarHook{{.total = 4}, out.file(), clock}};
+    session.run();
+    runhooks::log(runhooks::Severity::info, "saved");
+    session.run();
+  }
+  runhooks::set_log_sink(previous);
+  CHECK(out.text() == "progress: step 1/4 (25%), elapsed 00:00\nprogress: step 2/4 (50%), elapsed 00:00\n");
+  CHECK((sunk == std::vector<std::string>{"saved"}));
 }

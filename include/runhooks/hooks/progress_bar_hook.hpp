@@ -1,5 +1,5 @@
 // ProgressBarHook: a progress bar on a terminal (steps, rate, ETA, the last values of chosen
-// keys), or periodic plain lines when the output is not a terminal.
+// keys) that log lines print above, or periodic plain lines when the output is not a terminal.
 #pragma once
 
 #include <runhooks/detail/config.hpp>
@@ -27,6 +27,7 @@
 #include <runhooks/detail/periodic_trigger.hpp>
 #include <runhooks/hooks/stop_at_step_hook.hpp>
 #include <runhooks/keys.hpp>
+#include <runhooks/log.hpp>
 #include <runhooks/session_run_args.hpp>
 
 namespace runhooks {
@@ -85,7 +86,35 @@ std::string compact_value(const T& value) {
   }
 }
 
-// "1:02:03" or "02:03", as tqdm shows durations.
+// tqdm's format_sizeof (tqdm 4.70, unit_scale): three significant digits and an SI prefix,
+// 9 -> "9.00", 99.9 -> "99.9", 999 -> "999", 1234 -> "1.23k", 16400 -> "16.4k", 1.2e6 -> "1.20M",
+// then G, T, P, E, Z, and "1.0Y" with one decimal past them. printf rounds as Python does.
+inline std::string format_sizeof(double num) {
+  static constexpr const char* prefixes[] = {"", "k", "M", "G", "T", "P", "E", "Z"};
+  char text[400];  // "%.1f" of the largest double over 1e24
+  for (const char* prefix : prefixes) {
+    const double magnitude = std::fabs(num);
+    if (magnitude < 999.5) {
+      const int decimals = magnitude < 9.995 ? 2 : magnitude < 99.95 ? 1 : 0;
+      std::snprintf(text, sizeof text, "%.*f%s", decimals, num, prefix);
+      return text;
+    }
+    num /= 1000.0;
+  }
+  std::snprintf(text, sizeof text, "%.1fY", num);
+  return text;
+}
+
+// A rate of steps per second as tqdm shows it, with a space before the unit: "16.4k it/s", and
+// below one step a second the seconds per step, "2.50 s/it". 0 is "0.00 it/s" (tqdm: "?it/s").
+inline std::string format_rate(double steps_per_sec) {
+  if (steps_per_sec > 0.0 && 1.0 / steps_per_sec > 1.0)
+    return format_sizeof(1.0 / steps_per_sec) + " s/it";
+  return format_sizeof(steps_per_sec) + " it/s";
+}
+
+// A duration in tqdm's layout, "1:02:03", or "02:03" under an hour, rounded to the second (tqdm
+// truncates); "?" when negative, not a number or past 100000 hours.
 inline std::string format_duration(double secs) {
   if (!(secs >= 0.0) || secs > 3.6e8) return "?";
   const auto total = static_cast<long long>(secs + 0.5);
@@ -105,6 +134,71 @@ inline bool is_terminal(std::FILE* stream) noexcept {
   return false;
 #endif
 }
+
+// The bar's line on a terminal, redrawn in place. While it is open it is the live line of
+// log.hpp: a log line erases it and it is drawn again below, as tqdm.write does. Every write to
+// the terminal holds the live-line lock, so a log line from another thread never lands inside a
+// draw. A copy starts with no open line; a move carries the open line and its registration.
+class TerminalLine {
+ public:
+  TerminalLine() = default;
+  TerminalLine(const TerminalLine&) noexcept {}
+  TerminalLine(TerminalLine&& other) noexcept { take(other); }
+  TerminalLine& operator=(const TerminalLine& other) noexcept {
+    if (this != &other) end();
+    return *this;
+  }
+  TerminalLine& operator=(TerminalLine&& other) noexcept {
+    if (this != &other) {
+      end();
+      take(other);
+    }
+    return *this;
+  }
+  ~TerminalLine() { end(); }
+
+  // Writes `text` over the line; `final` ends the line with '\n' and closes it.
+  void draw(std::FILE* stream, std::string text, bool final) {
+    LiveLineLock lock;
+    std::fprintf(stream, "\r%s\x1b[K%s", text.c_str(), final ? "\n" : "");
+    std::fflush(stream);
+    if (final) {
+      stream_ = nullptr;
+      lock.hide(this);
+    } else {
+      stream_ = stream;
+      text_ = std::move(text);
+      lock.show({stream, &redraw, this});
+    }
+  }
+  // Ends an open line with '\n' (a bar destroyed before its end()).
+  void end() noexcept {
+    if (stream_ == nullptr) return;  // only this thread writes stream_
+    LiveLineLock lock;
+    std::fputc('\n', stream_);
+    std::fflush(stream_);
+    stream_ = nullptr;
+    lock.hide(this);
+  }
+
+ private:
+  void take(TerminalLine& other) noexcept {
+    if (other.stream_ == nullptr) return;
+    LiveLineLock lock;
+    stream_ = std::exchange(other.stream_, nullptr);
+    text_ = std::move(other.text_);
+    lock.move(&other, this);
+  }
+  // log()'s redraw after its line, under the lock.
+  static void redraw(const void* self) {
+    const auto& line = *static_cast<const TerminalLine*>(self);
+    std::fprintf(line.stream_, "\r%s\x1b[K", line.text_.c_str());
+    std::fflush(line.stream_);
+  }
+
+  std::FILE* stream_ = nullptr;  // where the line is open; nullptr: closed
+  std::string text_;             // what it shows
+};
 }  // namespace detail
 
 template <class KeyList = Keys<>, Clock C = SteadyClock>
@@ -112,13 +206,22 @@ class ProgressBarHook;
 
 // A progress bar, after tqdm and Keras' progbar. On a terminal it redraws one line in place, at
 // most redraws_per_sec times per second:
-//    450/1000 [=============>................]  45%  36.4 steps/s  ETA 00:15  loss=0.231
+//   450/1000 [=============>................]  45%  36.4 it/s  ETA 00:15  loss=0.231
+//   12000 steps  16.4k it/s  00:01
+//   3/10 [=========>....................]  30%  2.50 s/it  ETA 00:18
 // and when the output is not a terminal (a CI log) it writes a plain line every plain_line_secs:
-//   progress: step 450/1000 (45%), 36.4 steps/s, elapsed 00:12, ETA 00:15, loss=0.231
-// The count is the global step (local runs for a backend without one); the rate is the steps
-// since the first draw over the time since then; the keys' values are those of the last redraw.
-// Without a total it shows the step, the rate and the elapsed time. end() reads the keys from
-// the backend once more, draws the final state (no ETA) and ends the line.
+//   progress: step 450/1000 (45%), 36.4 it/s, elapsed 00:12, ETA 00:15, loss=0.231
+// The count is the global step (local runs for a backend without one), an exact integer as tqdm
+// shows n/total; the rate is the steps since the first draw over the time since then, in tqdm's
+// format_sizeof (3 significant digits, k, M, G, T), and in seconds per step below one step a
+// second. The keys' values are those of the last redraw. Without a total it shows the step, the
+// rate and the elapsed time. end() reads the keys from the backend once more, draws the final
+// state (no ETA) and ends the line.
+//
+// On a terminal, every line of runhooks::log (the default sink's or the program's own) prints
+// above the bar, as tqdm.write does: the bar's line is erased, the sink called, and the bar drawn
+// again below, from any thread (log.hpp, the live line). In plain mode nothing changes: no escape
+// codes. The terminal is detected as isatty() of the stream, or forced by `terminal`.
 //
 // The total is ProgressBarOptions::total, or the last step of a StopAtStepHook of the same
 // session: runhooks::link_hooks(session) after constructing the session (or
@@ -148,11 +251,12 @@ class ProgressBarHook<Keys<Ks...>, C> {
   ProgressBarHook(Keys<Ks...>, ProgressBarOptions options, C clock)
       : ProgressBarHook(options, stderr, std::move(clock)) {}
 
+  // A copy has no open line; a move (even of a bar that is drawn) carries it, and the
+  // destructor ends a line that end() did not.
   ProgressBarHook(const ProgressBarHook&) = default;
-  ProgressBarHook(ProgressBarHook&& other) noexcept
-      : options_(other.options_), stream_(other.stream_), trigger_(std::move(other.trigger_)),
-        stop_(other.stop_), terminal_(other.terminal_), open_line_(std::exchange(other.open_line_, false)) {}
-  ~ProgressBarHook() { finish_line(); }
+  ProgressBarHook(ProgressBarHook&&) noexcept = default;
+  ProgressBarHook& operator=(const ProgressBarHook&) = default;
+  ProgressBarHook& operator=(ProgressBarHook&&) noexcept = default;
 
   // Links the bar to a StopAtStepHook among `hooks`, found by type (runhooks::link_hooks calls
   // this with every hook of the session). Its last_step() becomes the total unless one was set.
@@ -258,12 +362,11 @@ class ProgressBarHook<Keys<Ks...>, C> {
     if (stream_ == nullptr) return;
     if (terminal_) {
       // Back to the line's start, the new text, then erase what a longer line left behind.
-      std::fprintf(stream_, "\r%s\x1b[K%s", line.c_str(), final ? "\n" : "");
-      open_line_ = !final;
+      line_.draw(stream_, std::move(line), final);
     } else {
       std::fprintf(stream_, "%s\n", line.c_str());
+      std::fflush(stream_);
     }
-    std::fflush(stream_);
     ++draws_;
   }
 
@@ -286,10 +389,7 @@ class ProgressBarHook<Keys<Ks...>, C> {
       std::snprintf(text, sizeof text, "%lld steps", static_cast<long long>(count));
       line += text;
     }
-    if (rate >= 0.0) {
-      std::snprintf(text, sizeof text, "  %.3g steps/s", rate);
-      line += text;
-    }
+    if (rate >= 0.0) line += "  " + detail::format_rate(rate);
     if (!final && goal && rate > 0.0 && count < *goal)
       line += "  ETA " + detail::format_duration(static_cast<double>(*goal - count) / rate);
     else
@@ -307,22 +407,11 @@ class ProgressBarHook<Keys<Ks...>, C> {
                                                         static_cast<double>(*goal)) * 100.0));
       line += text;
     }
-    if (rate >= 0.0) {
-      std::snprintf(text, sizeof text, ", %.3g steps/s", rate);
-      line += text;
-    }
+    if (rate >= 0.0) line += ", " + detail::format_rate(rate);
     line += ", elapsed " + detail::format_duration(elapsed);
     if (!final && goal && rate > 0.0 && count < *goal)
       line += ", ETA " + detail::format_duration(static_cast<double>(*goal - count) / rate);
     return line;
-  }
-
-  void finish_line() noexcept {
-    if (open_line_ && stream_ != nullptr) {
-      std::fputc('\n', stream_);
-      std::fflush(stream_);
-    }
-    open_line_ = false;
   }
 
   struct First {
@@ -335,12 +424,12 @@ class ProgressBarHook<Keys<Ks...>, C> {
   detail::PeriodicTrigger<C> trigger_;
   const StopAtStepHook* stop_ = nullptr;
   bool terminal_ = false;
-  bool open_line_ = false;
   bool draw_ = false;
   std::int64_t runs_ = 0;
   std::int64_t draws_ = 0;
   std::optional<First> first_{};
   std::string values_;
+  detail::TerminalLine line_;
 };
 
 ProgressBarHook() -> ProgressBarHook<Keys<>>;
