@@ -7,8 +7,8 @@ A link `[text](path)` or `[text](path#anchor)` that is not a URL must name a fil
 that exists, relative to the Markdown file; `#anchor` (alone or after a .md path) must be the
 anchor GitHub makes of one of that file's headings (lower case, punctuation dropped, spaces
 to '-', a repeated heading numbered '-1', '-2', ...). Code blocks and inline code are skipped.
-Every page of a docs/ folder given must be given. A path `build/DIR/.../NAME` anywhere in a page
-(commands included) must be one that a `./dev` command builds: DIR is the build directory of a
+Every page of a docs/ folder given must be given. A path `build/DIR/.../NAME` in a page's commands (shell
+blocks, inline code) must be one that a `./dev` command builds: DIR is the build directory of a
 command in tools/dev/ (`DEMO_DIR=build/demo`, `suite gcc build/gcc ...`), and NAME a target
 that command compiles (all of the project's, unless it names its targets). Prints each problem
 with its file and line; exits 1 if there is any.
@@ -69,7 +69,7 @@ def dev_build_dirs():
     """{build directory: the targets its ./dev command compiles, or None for all of them}."""
     dirs = {}
     for script in sorted((ROOT / "tools" / "dev").glob("*.sh")):
-        text = script.read_text()
+        text = re.sub(r"\\\n\s*", " ", script.read_text())  # continued lines joined
         for name in re.findall(r"^\s*suite \w+ build/([\w-]+)", text, flags=re.M):
             dirs[name] = None
         for var, name in re.findall(r"^(\w+)=build/([\w-]+)\s*$", text, flags=re.M):
@@ -90,11 +90,34 @@ def project_targets():
     return names
 
 
+def command_lines(text):
+    """(line number, text) of what a reader may run: shell blocks, and inline code in prose."""
+    fence = None
+    for number, line in enumerate(text.splitlines(), 1):
+        opening = FENCE.match(line)
+        if opening:
+            fence = None if fence is not None else line.strip()[3:]
+            continue
+        if fence is None:
+            yield number, " ".join(re.findall(r"`([^`]*)`", line))
+        elif fence in ("sh", "console", "bash", ""):
+            yield number, line
+
+
+def target_of(rest):
+    """The target a path under a build directory comes from: its last part, or NAME for what a
+    run of NAME wrote in NAME-runs/."""
+    for part in rest.split("/"):
+        if part.endswith("-runs"):
+            return part[:-len("-runs")]
+    return rest.rsplit("/", 1)[-1]
+
+
 def check_build_paths(md, dirs, targets):
     problems = []
-    for number, line in enumerate(md.read_text().splitlines(), 1):
+    for number, line in command_lines(md.read_text()):
         for directory, rest in BUILD_PATH.findall(line):
-            name = rest.rsplit("/", 1)[-1]
+            name = target_of(rest)
             if directory == "data":  # where ./dev keeps fetched data, not a build directory
                 continue
             if directory not in dirs:

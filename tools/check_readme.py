@@ -2,7 +2,7 @@
 """Compiles and runs every C++ block of the given Markdown files that is a whole program.
 
 Usage: check_readme.py [--update] FILE.md... -- <compiler and flags...>
-       check_readme.py [--update] --sample NAME FILE.md -- <command...>
+       check_readme.py [--update] --sample NAME FILE.md [--unordered PREFIX]... -- <command...>
 
 The documentation's code cannot rot: each ```cpp block with `int main` must compile with the
 given flags and exit 0. A program may be followed by its output: a ```text block whose opening
@@ -12,8 +12,10 @@ number (rates and timings vary between runs; the words, the lines and their orde
 With --update the output blocks are rewritten from this run instead of being checked.
 
 With --sample, the ```text block after the line `<!-- sample: NAME -->` must be what the command
-prints (a demo's output shown in the docs): numbers aside, any word with a '/' standing for any
-word (the directories a run writes), and `progress:` lines left out.
+prints (a demo's output shown in the docs; `{tmpdir}` in the command is replaced by a fresh
+temporary directory): numbers aside, any word with a '/' standing for any
+word (the directories a run writes), and `progress:` lines left out; lines starting with an
+--unordered PREFIX (another thread's) may come in any order.
 """
 import pathlib
 import re
@@ -50,12 +52,17 @@ def matches(expected, actual, paths=False):
 SAMPLE = "<!-- sample: {} -->\n```text\n(.*?)```\n"
 
 
-def check_sample(name, md, command, update):
+def check_sample(name, md, command, update, unordered):
     """The block after `<!-- sample: NAME -->` in md is what command prints (stdout and stderr
     merged), numbers and paths aside; `progress:` lines, whose number depends on the machine's
-    speed, are left out of both. With update, the block is rewritten from this run."""
-    run = subprocess.run(["stdbuf", "-oL"] + command if shutil.which("stdbuf") else command,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    speed, are left out of both; lines starting with one of `unordered` (written by another
+    thread, as a background checkpoint's) must all be there, in any order. With update, the block
+    is rewritten from this run."""
+    with tempfile.TemporaryDirectory() as tmp:  # {tmpdir} in the command: a fresh directory
+        command = [word.replace("{tmpdir}", tmp) for word in command]
+        run = subprocess.run(["stdbuf", "-oL"] + command if shutil.which("stdbuf") else command,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             timeout=600)
     if run.returncode != 0:
         print(f"{' '.join(command)} exited {run.returncode}:\n{run.stdout}")
         return 1
@@ -68,8 +75,15 @@ def check_sample(name, md, command, update):
         md.write_text(text[:match.start(1)] + run.stdout + text[match.end(1):])
         print(f"{md}: sample {name} rewritten from a run of {' '.join(command)}")
         return 0
-    keep = lambda out: "".join(l for l in out.splitlines(True) if not l.startswith("progress:"))
-    if not matches(keep(match.group(1)), keep(run.stdout), paths=True):
+    def split(out):
+        """(the lines in order, the lines of another thread, masked and sorted)."""
+        lines = [l for l in out.splitlines(True) if not l.startswith("progress:")]
+        ordered = "".join(l for l in lines if not l.startswith(tuple(unordered)))
+        masked = sorted(re.sub(r"\S*/\S*", "PATH", re.sub(NUMBER, "N", l)).rstrip("\n")
+                        for l in lines if l.startswith(tuple(unordered)))
+        return ordered, masked
+    (want, want_unordered), (got, got_unordered) = split(match.group(1)), split(run.stdout)
+    if not matches(want, got, paths=True) or want_unordered != got_unordered:
         print(f"{md}, sample {name}: not what `{' '.join(command)}` prints (numbers, paths and "
               f"progress lines aside).\n--- the block:\n{match.group(1)}--- the output:\n"
               f"{run.stdout}(`tools/check_readme.py --update --sample {name} {md} -- COMMAND` "
@@ -88,7 +102,8 @@ def main() -> int:
         return 2
     split = args.index("--")
     if args[0] == "--sample":
-        return check_sample(args[1], pathlib.Path(args[2]), args[split + 1:], update)
+        unordered = [args[i + 1] for i in range(3, split) if args[i] == "--unordered"]
+        return check_sample(args[1], pathlib.Path(args[2]), args[split + 1:], update, unordered)
     files, compiler = [pathlib.Path(a) for a in args[:split]], args[split + 1:]
     failed = total = 0
     # stdout line-buffered, as on a terminal, so that the order of its lines and stderr's is the
