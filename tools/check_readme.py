@@ -25,7 +25,9 @@ import sys
 import tempfile
 
 BLOCK = re.compile(r"```cpp\n(.*?)```\n(?:\n<!-- output -->\n```text\n(.*?)```\n)?", flags=re.S)
-NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+# A number, with tqdm's k, M, G, ... suffix when it has one (a rate of 916k on one machine is
+# 2.76M on another).
+NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?[kMGTPEZY]?"
 
 
 def token_pattern(token, paths):
