@@ -5,6 +5,7 @@
 
 #include <runhooks/detail/config.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -21,6 +22,7 @@
 #include <runhooks/checkpoint/checkpoint_state.hpp>
 #include <runhooks/checkpoint/checkpointable.hpp>
 #include <runhooks/checkpoint/chief_session_creator.hpp>
+#include <runhooks/clock.hpp>
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/checked.hpp>
 #include <runhooks/detail/forwarding_hook.hpp>
@@ -143,11 +145,16 @@ ChiefOnlyHooks<Hooks...> chief_only(Hooks... hooks) {
 template <class Hook>
 class Conditional : public detail::forwarding_hook<Conditional<Hook>, detail::unwrap_hook_t<Hook>> {
  public:
+  using hook_type = detail::unwrap_hook_t<Hook>;
+
   explicit Conditional(std::optional<Hook> hook) : hook_(std::move(hook)) {}
 
   bool enabled() const noexcept { return hook_.has_value(); }
   // The hook, or nullptr when it is off.
   detail::unwrap_hook_t<Hook>* get() noexcept { return hook_ ? &detail::unwrap(*hook_) : nullptr; }
+  const detail::unwrap_hook_t<Hook>* get() const noexcept {
+    return hook_ ? &detail::unwrap(*hook_) : nullptr;
+  }
 
   detail::unwrap_hook_t<Hook>& inner() noexcept { return detail::unwrap(*hook_); }
   bool forwarding() const noexcept { return hook_.has_value(); }
@@ -229,8 +236,24 @@ template <class T>
 inline constexpr bool is_histograms = false;
 template <class... Ks>
 inline constexpr bool is_histograms<Histograms<Ks...>> = true;
+// A clock among the arguments (runhooks::ManualClock in tests): something with now() and no
+// hook point. A hook with a now() member stays a hook.
 template <class T>
-inline constexpr bool is_plain_hook = !is_chief_only_bundle<T> && !is_scalars<T> && !is_histograms<T>;
+inline constexpr bool is_clock_argument = Clock<T> && !names_any_hook_point<T>;
+template <class T>
+inline constexpr bool is_plain_hook =
+    !is_chief_only_bundle<T> && !is_scalars<T> && !is_histograms<T> && !is_clock_argument<T>;
+
+// The clock of the timed default hooks: the clock argument, or SteadyClock.
+template <class... Args>
+struct clock_of {
+  using type = SteadyClock;
+};
+template <class First, class... Rest>
+struct clock_of<First, Rest...> {
+  using type = std::conditional_t<is_clock_argument<First>, First,
+                                  typename clock_of<Rest...>::type>;
+};
 
 
 // The keys of every Scalars<...> (or Histograms<...>) argument, in order.
@@ -269,6 +292,19 @@ template <class T>
 struct keep_plain : std::bool_constant<is_plain_hook<T>> {};
 template <class T>
 struct keep_bundle : std::bool_constant<is_chief_only_bundle<T>> {};
+template <class T>
+struct keep_clock : std::bool_constant<is_clock_argument<T>> {};
+
+template <class T>
+inline constexpr bool is_conditional = false;
+template <class H>
+inline constexpr bool is_conditional<Conditional<H>> = true;
+
+// A default hook that is not in the session's type (see DefaultHookLayout).
+inline constexpr std::size_t no_hook = static_cast<std::size_t>(-1);
+// The summary saver of a session without summary keys, which has none: summary_saver() returns
+// a null pointer to this incomplete type.
+struct NoSummarySaver;
 
 }  // namespace detail
 
@@ -350,16 +386,72 @@ class TrainingSessionCreator {
 };
 
 // The session make_training_session returns: a MonitoredSession whose hooks were linked
-// (runhooks::link_hooks) and whose stop grace period is the options'.
-template <class Creator, class... Hooks>
+// (runhooks::link_hooks) and whose stop grace period is the options'. The default hooks it
+// built can be read back, with their settings (options(), the checkpoint directory, ...):
+//   step_counter()      the StepCounterHook (log_step_count_steps, summary_dir);
+//   summary_saver()     the SummarySaverHook (save_summaries_steps | _secs, summary_dir);
+//   checkpoint_saver()  the CheckpointSaverHook (checkpoint_dir, save_checkpoint_secs | _steps);
+// each a pointer, nullptr when that hook is off: on a worker, with a period of 0, without a
+// directory, without summary keys, for a backend that cannot be checkpointed. Any other hook:
+// find_hook<Hook>(), which looks through the on/off wrapper (Conditional) of the chief-only
+// hooks, or hook<I>() by position in make_training_session's order.
+template <class Creator, class Layout, class... Hooks>
 class MonitoredTrainingSession : public MonitoredSession<Creator, Hooks...> {
   using base = MonitoredSession<Creator, Hooks...>;
 
  public:
+  // The clock of the timed default hooks.
+  using clock_type = typename Layout::clock_type;
+  using step_counter_type = typename Layout::step_counter_type;
+  using summary_saver_type = typename Layout::summary_saver_type;
+  using checkpoint_saver_type = typename Layout::checkpoint_saver_type;
+
   MonitoredTrainingSession(double stop_grace_period_secs, Creator creator, Hooks... hooks)
       : base(std::move(creator), std::move(hooks)...) {
     this->set_stop_grace_period_secs(stop_grace_period_secs);
     link_hooks(static_cast<base&>(*this));
+  }
+
+  step_counter_type* step_counter() noexcept {
+    return default_hook<Layout::step_counter_at, step_counter_type>();
+  }
+  summary_saver_type* summary_saver() noexcept {
+    return default_hook<Layout::summary_saver_at, summary_saver_type>();
+  }
+  checkpoint_saver_type* checkpoint_saver() noexcept {
+    return default_hook<Layout::checkpoint_saver_at, checkpoint_saver_type>();
+  }
+
+  // The first hook of type Hook that is on (held by value, through std::ref, or in a
+  // Conditional that is on), or nullptr.
+  template <class Hook>
+  Hook* find_hook() noexcept {
+    return find_from<Hook, 0>();
+  }
+
+ private:
+  template <std::size_t I, class Hook>
+  Hook* default_hook() noexcept {
+    if constexpr (I == detail::no_hook)
+      return nullptr;
+    else
+      return this->template hook<I>().get();  // a Conditional: nullptr when off
+  }
+
+  template <class Hook, std::size_t I>
+  Hook* find_from() noexcept {
+    if constexpr (I == sizeof...(Hooks)) {
+      return nullptr;
+    } else {
+      auto& hook = this->template hook<I>();
+      using H = std::remove_cvref_t<decltype(hook)>;
+      Hook* found = nullptr;
+      if constexpr (std::is_same_v<H, Hook>)
+        found = &hook;
+      else if constexpr (detail::is_conditional<H>)
+        if constexpr (std::is_same_v<typename H::hook_type, Hook>) found = hook.get();
+      return found ? found : find_from<Hook, I + 1>();
+    }
   }
 };
 
@@ -378,6 +470,19 @@ Conditional<Hook> conditional(bool on, Make make) {
   return Conditional<Hook>(on ? std::optional<Hook>(make()) : std::nullopt);
 }
 
+// The session of a tuple of hooks (outside make_training_session: GCC 12 rejects a Layout made
+// of its local constants inside its lambdas).
+template <class Layout, class Creator, class... Hooks>
+MonitoredTrainingSession<Creator, Layout, Hooks...> make_monitored_training_session(
+    double stop_grace_period_secs, Creator creator, std::tuple<Hooks...> hooks) {
+  return std::apply(
+      [&](Hooks&... hook) {
+        return MonitoredTrainingSession<Creator, Layout, Hooks...>(
+            stop_grace_period_secs, std::move(creator), std::move(hook)...);
+      },
+      hooks);
+}
+
 // SummaryOutput behind a pointer: default-constructible, as Clang needs every output of a
 // StepCounterHook held in a std::optional to be (its constructor's `Output output = {}` default
 // argument is instantiated by std::is_constructible).
@@ -390,14 +495,39 @@ struct SharedSummaryOutput {
   }
 };
 
-using DefaultStepCounter = StepCounterHook<SteadyClock, SharedSummaryOutput>;
+template <Clock C = SteadyClock>
+using DefaultStepCounter = StepCounterHook<C, SharedSummaryOutput>;
+
+// Where make_training_session put its default hooks in the session's list, and their types;
+// no_hook for one that is not in the session's type (a Role::worker session, a summary saver
+// without keys, a checkpoint saver for a backend that cannot be checkpointed).
+template <Clock C, class SummarySaver, std::size_t CounterAt, std::size_t SummariesAt,
+          std::size_t CheckpointsAt>
+struct DefaultHookLayout {
+  using clock_type = C;
+  using step_counter_type = DefaultStepCounter<C>;
+  using summary_saver_type = SummarySaver;
+  using checkpoint_saver_type = CheckpointSaverHook<C>;
+  static constexpr std::size_t step_counter_at = CounterAt;
+  static constexpr std::size_t summary_saver_at = SummariesAt;
+  static constexpr std::size_t checkpoint_saver_at = CheckpointsAt;
+};
 
 }  // namespace detail
 
 // TensorFlow's MonitoredTrainingSession. `factory` makes a fresh backend (at the start and at
-// every recovery); the other arguments, in any order, are hooks, runhooks::chief_only(hooks...)
-// and the keys of the default SummarySaverHook (runhooks::scalars<...>,
-// runhooks::histograms<...>). The session's hooks, in TensorFlow's order (§1.10):
+// every recovery); the other arguments, in any order, are hooks, runhooks::chief_only(hooks...),
+// the keys of the default SummarySaverHook (runhooks::scalars<...>,
+// runhooks::histograms<...>), and at most one Clock (by convention the last argument, as the
+// hooks take theirs after their options): the clock of every timed default hook, the step
+// counter, the summary saver and the checkpoint saver (std::chrono::steady_clock without one;
+// runhooks::ManualClock in tests makes save_checkpoint_secs and save_summaries_secs testable:
+//   runhooks::ManualClock clock;
+//   auto session = make_training_session({.checkpoint_dir = dir, .save_checkpoint_secs = 10},
+//                                        factory, clock);
+//   clock.advance(10);  // the next run() saves
+// ). The session's hooks, in TensorFlow's order (§1.10), reachable from the session (see
+// MonitoredTrainingSession: step_counter(), summary_saver(), checkpoint_saver(), find_hook<H>()):
 //   1. the chief-only hooks;
 //   2. StepCounterHook(every_n_steps = log_step_count_steps) writing global_step/sec to
 //      summary_dir (default checkpoint_dir), if that is set and log_step_count_steps > 0;
@@ -434,14 +564,30 @@ auto make_training_session(const TrainingSessionOptions& options, Factory factor
   if (!Checkpointable<Backend> && r.checkpoints && is_chief) {
     throw std::invalid_argument(
         "runhooks: TrainingSessionOptions::checkpoint_dir is '" + r.checkpoint_dir.string() +
-        "', but the backend cannot be checkpointed: give it save(prefix) and restore(prefix) "
-        "(<runhooks/checkpoint/checkpointable.hpp>), or leave checkpoint_dir empty.");
+        "', but the backend cannot be checkpointed: give it `void save(const "
+        "std::filesystem::path& prefix) const` and `void restore(const std::filesystem::path& "
+        "prefix)` (<runhooks/checkpoint/checkpointable.hpp>), or leave checkpoint_dir empty.");
   }
+
+  static_assert((0 + ... + detail::is_clock_argument<Args>) <= 1,
+                "runhooks::make_training_session takes at most one clock (the clock of its timed "
+                "default hooks); the arguments' types are named in this instantiation.");
+  using C = typename detail::clock_of<Args...>::type;
+  const C clock = [&] {
+    if constexpr ((... || detail::is_clock_argument<Args>))
+      return std::get<0>(detail::select<detail::keep_clock>(args...));
+    else
+      return C{};
+  }();
 
   using ScalarKeys = typename detail::collect_keys<Scalars<>, Args...>::type;
   using HistogramKeys = typename detail::collect_keys<Histograms<>, Args...>::type;
   constexpr bool has_summary_keys = !std::is_same_v<ScalarKeys, Scalars<>> ||
                                     !std::is_same_v<HistogramKeys, Histograms<>>;
+
+  using SummarySaver = std::conditional_t<
+      has_summary_keys, SummarySaverHook<ScalarKeys, HistogramKeys, EventFileSummaryWriter, C>,
+      detail::NoSummarySaver>;
 
   auto plain = detail::select<detail::keep_plain>(args...);
   auto bundles = detail::select<detail::keep_bundle>(args...);
@@ -468,18 +614,18 @@ auto make_training_session(const TrainingSessionOptions& options, Factory factor
     if constexpr (R == Role::worker) {
       return std::tuple<>();
     } else {
-      auto counter = detail::conditional<detail::DefaultStepCounter>(r.step_counter, [&] {
-        return detail::DefaultStepCounter(
-            StepCounterOptions{.every_n_steps = options.log_step_count_steps},
-            detail::SharedSummaryOutput{std::make_shared<SummaryOutput>(r.summary_dir)});
+      using Counter = detail::DefaultStepCounter<C>;
+      auto counter = detail::conditional<Counter>(r.step_counter, [&] {
+        return Counter(StepCounterOptions{.every_n_steps = options.log_step_count_steps}, clock,
+                       detail::SharedSummaryOutput{std::make_shared<SummaryOutput>(r.summary_dir)});
       });
       auto summaries = [&] {
         if constexpr (has_summary_keys) {
-          using Saver = SummarySaverHook<ScalarKeys, HistogramKeys, EventFileSummaryWriter>;
-          return std::tuple(detail::conditional<Saver>(r.summaries, [&] {
-            return Saver(SummarySaverOptions{.save_steps = r.summary_steps,
-                                             .save_secs = r.summary_secs},
-                         EventFileSummaryWriter(r.summary_dir), ScalarKeys{}, HistogramKeys{});
+          return std::tuple(detail::conditional<SummarySaver>(r.summaries, [&] {
+            return SummarySaver(SummarySaverOptions{.save_steps = r.summary_steps,
+                                                    .save_secs = r.summary_secs},
+                                EventFileSummaryWriter(r.summary_dir), ScalarKeys{},
+                                HistogramKeys{}, clock);
           }));
         } else {
           return std::tuple<>();
@@ -488,11 +634,13 @@ auto make_training_session(const TrainingSessionOptions& options, Factory factor
       auto checkpoints = [&] {
         if constexpr (Checkpointable<Backend>) {
           const std::string dir = r.checkpoint_dir.string();
-          return std::tuple(detail::conditional<CheckpointSaverHook<>>(r.checkpoints, [&] {
-            return CheckpointSaverHook<>(CheckpointSaverOptions{
-                .checkpoint_dir = dir,
-                .save_steps = r.checkpoint_steps,
-                .save_secs = r.checkpoint_steps ? std::nullopt : r.checkpoint_secs});
+          return std::tuple(detail::conditional<CheckpointSaverHook<C>>(r.checkpoints, [&] {
+            return CheckpointSaverHook<C>(
+                CheckpointSaverOptions{
+                    .checkpoint_dir = dir,
+                    .save_steps = r.checkpoint_steps,
+                    .save_secs = r.checkpoint_steps ? std::nullopt : r.checkpoint_secs},
+                clock);
           }));
         } else {
           return std::tuple<>();
@@ -508,14 +656,20 @@ auto make_training_session(const TrainingSessionOptions& options, Factory factor
   auto signals = std::tuple(detail::conditional<SignalStopHook>(options.stop_on_signals,
                                                                 [] { return SignalStopHook(); }));
 
+  // Where the default hooks are, for the session's step_counter(), summary_saver() and
+  // checkpoint_saver().
+  constexpr std::size_t chief_count = std::tuple_size_v<decltype(chief_hooks)>;
+  constexpr bool has_defaults = R != Role::worker;
+  using Layout = detail::DefaultHookLayout<
+      C, SummarySaver, has_defaults ? chief_count : detail::no_hook,
+      has_defaults && has_summary_keys ? chief_count + 1 : detail::no_hook,
+      has_defaults && Checkpointable<Backend> ? chief_count + 1 + (has_summary_keys ? 1 : 0)
+                                              : detail::no_hook>;
+
   TrainingSessionCreator<Factory> creator(std::move(factory), r.checkpoint_dir, is_chief,
                                           options.max_wait_secs);
-  return std::apply(
-      [&](auto&&... hooks) {
-        return MonitoredTrainingSession<TrainingSessionCreator<Factory>,
-                                        std::remove_cvref_t<decltype(hooks)>...>(
-            options.stop_grace_period_secs, std::move(creator), std::move(hooks)...);
-      },
+  return detail::make_monitored_training_session<Layout>(
+      options.stop_grace_period_secs, std::move(creator),
       std::tuple_cat(std::move(chief_hooks), std::move(defaults), std::move(others),
                      std::move(signals)));
 }

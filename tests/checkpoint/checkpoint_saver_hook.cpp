@@ -11,9 +11,11 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -476,4 +478,36 @@ TEST_CASE("the hook holds its directory's writer lock from begin() to end()") {
   CHECK(ckpt::read_text(dir / "checkpoint").find("runhooks-delete") == std::string::npos);
   auto second = second_session();
   CHECK(fakes::read_gstep(second) == 1);
+}
+
+TEST_CASE("options() and checkpoint_dir() are the settings as given, held by the hook") {
+  TempDir dir;
+  std::optional<CheckpointSaverHook<>> hook;
+  {
+    // The caller's strings end here: options() must not view them.
+    std::string checkpoint_dir = dir.str();
+    std::string basename = "model";
+    hook.emplace(CheckpointSaverOptions{.checkpoint_dir = checkpoint_dir,
+                                        .save_secs = 60.0,
+                                        .basename = basename,
+                                        .max_to_keep = 3,
+                                        .async_save = false});
+    checkpoint_dir.assign(checkpoint_dir.size(), 'x');
+    basename.assign(basename.size(), 'x');
+  }
+  const auto check = [&](const CheckpointSaverHook<>& h) {
+    CHECK(h.options().checkpoint_dir == dir.str());
+    CHECK(h.options().basename == "model");
+    CHECK(!h.options().save_steps.has_value());
+    CHECK(h.options().save_secs == 60.0);
+    CHECK(h.options().max_to_keep == 3);
+    CHECK(!h.options().async_save);
+    CHECK(h.options().when_save_in_flight == runhooks::WhenSaveInFlight::wait);
+    CHECK(h.checkpoint_dir() == std::filesystem::path(dir.str()));
+  };
+  check(*hook);
+  // A move may relocate the strings the options view (short ones live inside std::string).
+  const CheckpointSaverHook<> moved(std::move(*hook));
+  hook.reset();
+  check(moved);
 }

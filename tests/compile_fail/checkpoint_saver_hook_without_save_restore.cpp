@@ -1,4 +1,4 @@
-// expect: runhooks::CheckpointSaverHook needs a Checkpointable backend: add `void save(const std::filesystem::path& prefix)` and `void restore(const std::filesystem::path& prefix)` to the backend type named in this instantiation
+// expect: runhooks::CheckpointSaverHook needs a Checkpointable backend: add `void save(const std::filesystem::path& prefix) const` and `void restore(const std::filesystem::path& prefix)` to the backend type named in this instantiation
 // expect: Trainer
 // A backend used with CheckpointSaverHook must be able to save and restore itself.
 #include <cstdint>

@@ -1,4 +1,4 @@
-// expect: runhooks::ChiefSessionCreator restores checkpoints and needs a Checkpointable backend: add `void save(const std::filesystem::path& prefix)` and `void restore(const std::filesystem::path& prefix)`
+// expect: runhooks::ChiefSessionCreator restores checkpoints and needs a Checkpointable backend: add `void save(const std::filesystem::path& prefix) const` and `void restore(const std::filesystem::path& prefix)`
 // expect: Trainer
 // ChiefSessionCreator restores into the backend, so the backend must be Checkpointable.
 #include <cstdint>

@@ -424,3 +424,13 @@ TEST_CASE("defect 5: GlobalStepWaiterOptions are validated, naming the option an
   // Constant options are checked at compile time (tests/compile_fail/waiter_options_constexpr.cpp).
   static_assert((runhooks::GlobalStepWaiterOptions{.poll_interval_secs = 0.25}.validate(), true));
 }
+
+TEST_CASE("GlobalStepWaiterHook: wait_until_step() and options() are the settings as given") {
+  const GlobalStepWaiterHook<ManualClock> hook(1200, {.poll_interval_secs = 0.25, .timeout_secs = 30.0});
+  CHECK(hook.wait_until_step() == 1200);
+  CHECK(hook.options().poll_interval_secs == 0.25);
+  CHECK(hook.options().timeout_secs == 30.0);
+  const GlobalStepWaiterHook defaults(5);
+  CHECK(defaults.options().poll_interval_secs == 0.5);  // TensorFlow's
+  CHECK(!defaults.options().timeout_secs.has_value());
+}

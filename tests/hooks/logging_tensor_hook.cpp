@@ -8,9 +8,12 @@
 
 #include <doctest/doctest.h>
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -48,6 +51,27 @@ struct CountingBackend {
     return step;
   }
   bool fetch(Ok) const { return true; }
+};
+
+// Arrays, as TensorFlow fetches tensors of rank 1.
+struct Weights : runhooks::Key<std::vector<double>> {
+  static constexpr std::string_view name = "weights";
+};
+struct Grads : runhooks::Key<std::array<float, 3>> {
+  static constexpr std::string_view name = "grads";
+};
+struct Labels : runhooks::Key<std::vector<std::int64_t>> {
+  static constexpr std::string_view name = "labels";
+};
+struct Mask : runhooks::Key<std::vector<bool>> {
+  static constexpr std::string_view name = "mask";
+};
+struct ArrayBackend : CountingBackend {
+  using CountingBackend::fetch;
+  std::vector<double> fetch(Weights) const { return {0.5, 1.25, 2.0}; }
+  std::array<float, 3> fetch(Grads) const { return {0.1f, 0.2f, 0.3f}; }
+  std::vector<std::int64_t> fetch(Labels) const { return {3, -12, 7}; }
+  std::vector<bool> fetch(Mask) const { return {true, false, true}; }
 };
 
 // The log lines since the last call.
@@ -255,6 +279,78 @@ TEST_CASE("LoggingTensorHook: values print as numpy prints scalars") {
   CHECK(runhooks::format_value(std::numeric_limits<double>::quiet_NaN()) == "nan");
   CHECK(runhooks::format_value(-std::numeric_limits<float>::infinity()) == "-inf");
   CHECK(runhooks::format_value(std::int64_t{-7}) == "-7");
+}
+
+// Every literal below is numpy's own output (numpy 2.4.6), made by
+//   python3 -c "import numpy as np; print(repr(str(np.array([0.5, 1.25, 2.0]))))"
+// with the array of each line; float32 arrays with dtype=np.float32, bools with dtype=bool.
+TEST_CASE("LoggingTensorHook: 1-D arrays print as numpy's str() prints them") {
+  fakes::LogCapture capture;
+  runhooks::SingularMonitoredSession session{
+      ArrayBackend{},
+      LoggingTensorHook{runhooks::keys<Weights, Grads, Labels, Mask, Step>, {.every_n_iter = 1}}};
+  session.run();
+  // TensorFlow's "%s = %s" % (tag, value) of each fetched numpy array.
+  CHECK(take_lines() ==
+        std::vector<std::string>{"weights = [0.5  1.25 2.  ], grads = [0.1 0.2 0.3], "
+                                 "labels = [  3 -12   7], mask = [ True False  True], step = 1"});
+
+  using V = std::vector<double>;
+  using F = std::vector<float>;
+  using I = std::vector<std::int64_t>;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  // Positional: decimal points aligned, trailing '.', at most 8 fractional digits.
+  CHECK(runhooks::format_value(V{1.0, 2.5, 3.0}) == "[1.  2.5 3. ]");
+  CHECK(runhooks::format_value(V{1.0, 2.0, 3.0}) == "[1. 2. 3.]");
+  CHECK(runhooks::format_value(V{0.1 + 0.2, 1.0 / 3}) == "[0.3        0.33333333]");
+  CHECK(runhooks::format_value(V{1.23456789012, -7.5}) == "[ 1.23456789 -7.5       ]");
+  CHECK(runhooks::format_value(V{0.001953125, 1.0}) == "[0.00195312 1.        ]");  // half-even
+  CHECK(runhooks::format_value(V{0.0, -0.0}) == "[ 0. -0.]");
+  CHECK(runhooks::format_value(F{1e-4f}) == "[0.0001]");  // float32 compared in float32
+  // Scientific: a magnitude below 1e-4, from 1e8 (float32: 1e6), or a ratio above 1000.
+  CHECK(runhooks::format_value(V{1e-5, 1.0}) == "[1.e-05 1.e+00]");
+  CHECK(runhooks::format_value(V{1.5e-5, 1.0, -2.0}) == "[ 1.5e-05  1.0e+00 -2.0e+00]");
+  CHECK(runhooks::format_value(V{1e-100, 1.0}) == "[1.e-100 1.e+000]");
+  CHECK(runhooks::format_value(V{123456789.0, 1.0}) == "[1.23456789e+08 1.00000000e+00]");
+  CHECK(runhooks::format_value(V{1001.0, 1.0}) == "[1.001e+03 1.000e+00]");
+  CHECK(runhooks::format_value(V{-1e-5, 12345.678}) == "[-1.0000000e-05  1.2345678e+04]");
+  CHECK(runhooks::format_value(F{1e6f, 1.0f}) == "[1.e+06 1.e+00]");
+  CHECK(runhooks::format_value(F{1e-4f, 1.0f}) == "[1.e-04 1.e+00]");
+  // A float32's mantissas padded with its exact digits, not zeros.
+  CHECK(runhooks::format_value(F{0.9543289f, 12.345678f, 1e-5f}) ==
+        "[9.5432889e-01 1.2345678e+01 9.9999997e-06]");
+  // nan and inf, right-aligned.
+  CHECK(runhooks::format_value(V{nan, inf, -inf, 1.5}) == "[ nan  inf -inf  1.5]");
+  CHECK(runhooks::format_value(V{nan, -inf}) == "[ nan -inf]");
+  CHECK(runhooks::format_value(V{nan}) == "[nan]");
+  // Integers right-aligned; empty.
+  CHECK(runhooks::format_value(I{-1, 10, 100}) == "[ -1  10 100]");
+  CHECK(runhooks::format_value(std::vector<std::uint8_t>{0, 255}) == "[  0 255]");
+  CHECK(runhooks::format_value(V{}) == "[]");
+  const float raw[] = {1.0f, 2.0f};
+  CHECK(runhooks::format_value(std::span<const float>(raw)) == "[1. 2.]");
+  // Lines wrap before column 75, continuation indented by one space: np.arange(40).
+  I forty(40);
+  for (std::size_t i = 0; i < forty.size(); ++i) forty[i] = static_cast<std::int64_t>(i);
+  CHECK(runhooks::format_value(forty) ==
+        "[ 0  1  2  3  4  5  6  7  8  9 10 11 12 13 14 15 16 17 18 19 20 21 22 23\n"
+        " 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39]");
+  // Above 1000 elements, the first and last three (which alone decide the format) and "...":
+  // np.arange(1001), np.arange(2000) * 0.5, np.linspace(0, 1, 2000).
+  I many(1001);
+  for (std::size_t i = 0; i < many.size(); ++i) many[i] = static_cast<std::int64_t>(i);
+  CHECK(runhooks::format_value(many) == "[   0    1    2 ...  998  999 1000]");
+  V halves(2000), spaced(2000);
+  for (std::size_t i = 0; i < 2000; ++i) {
+    halves[i] = static_cast<double>(i) * 0.5;
+    spaced[i] = static_cast<double>(i) / 1999.0;
+  }
+  CHECK(runhooks::format_value(halves) ==
+        "[0.000e+00 5.000e-01 1.000e+00 ... 9.985e+02 9.990e+02 9.995e+02]");
+  CHECK(runhooks::format_value(spaced) ==
+        "[0.00000000e+00 5.00250125e-04 1.00050025e-03 ... 9.98999500e-01\n"
+        " 9.99499750e-01 1.00000000e+00]");
 }
 
 TEST_CASE("LoggingTensorHook every_n_secs: the clock is sampled, not read every step") {

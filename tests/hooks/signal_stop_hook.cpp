@@ -249,3 +249,12 @@ TEST_CASE("signal stop: SIGINT on another thread ends run()'s endless retries (R
   CHECK_NOTHROW(session.close());
   CHECK(ends == 0);  // no backend to end
 }
+
+TEST_CASE("signal stop: options() are the options as given, and move along") {
+  const SignalStopHook defaults;
+  CHECK(defaults.options().signals == std::vector<int>{SIGINT, SIGTERM});
+  SignalStopHook hook({.signals = {SIGUSR1, SIGHUP}});
+  CHECK(hook.options().signals == std::vector<int>{SIGUSR1, SIGHUP});
+  const SignalStopHook moved(std::move(hook));
+  CHECK(moved.options().signals == std::vector<int>{SIGUSR1, SIGHUP});
+}

@@ -384,6 +384,21 @@ TEST_CASE("CsvOutput writes a header and one row per summary") {
                        "21,global_step/sec,100\n31,global_step/sec,2.5\n");
 }
 
+TEST_CASE("CsvOutput and SummaryOutput: path(), output_dir() and log_line() are the settings as given") {
+  const TempDir dir;
+  const runhooks::CsvOutput csv(dir.path() / "rate.csv");
+  CHECK(csv.path() == dir.path() / "rate.csv");
+  const runhooks::CsvOutput copy = csv;  // copies share the file
+  CHECK(copy.path() == dir.path() / "rate.csv");
+  const runhooks::SummaryOutput summaries(dir.path() / "logs", /*log_line=*/false);
+  CHECK(summaries.output_dir() == dir.path() / "logs");
+  CHECK(!summaries.log_line());
+  // Reached through the hook, as a session's hook<I>().output().
+  StepCounterHook hook({.every_n_steps = 10}, runhooks::SummaryOutput(dir.path() / "logs"));
+  CHECK(hook.output().output_dir() == dir.path() / "logs");
+  CHECK(hook.output().log_line());
+}
+
 TEST_CASE("CsvOutput reports a file it cannot open") {
   const TempDir dir;
   CHECK_THROWS_AS(runhooks::CsvOutput(dir.path() / "missing" / "rate.csv"), std::system_error);

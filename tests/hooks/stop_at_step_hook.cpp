@@ -78,7 +78,9 @@ TEST_CASE("B6 test_raise_in_both_last_step_and_num_steps") {
 }
 
 TEST_CASE("B6 (no upstream test) neither num_steps nor last_step") {
-  CHECK_THROWS_WITH_AS(StopAtStepHook({}), "One of num_steps or last_step must be specified.",
+  // Braces, not StopAtStepHook({}): GCC 12 finds that call ambiguous, since {} can also make a
+  // StopAtStepHook through its (deleted) catch-all constructor; {} is never valid options anyway.
+  CHECK_THROWS_WITH_AS(StopAtStepHook{{}}, "One of num_steps or last_step must be specified.",
                        std::invalid_argument);
 }
 
@@ -335,4 +337,21 @@ TEST_CASE("StopAtStepOptions: a negative num_steps is rejected, naming the value
   CHECK_THROWS_WITH_AS(runhooks::StopAtStepHook({.num_steps = -3}),
                        "runhooks: StopAtStepOptions::num_steps must be at least 0, got -3.",
                        std::invalid_argument);
+}
+
+TEST_CASE("StopAtStepHook: options() are the options as given; last_step() once known") {
+  const StopAtStepHook by_num_steps({.num_steps = 10});
+  CHECK(by_num_steps.options().num_steps == 10);
+  CHECK(!by_num_steps.options().last_step.has_value());
+  CHECK(!by_num_steps.last_step().has_value());
+  runhooks::MonitoredSession session(StepBackend{.step = 7}, StopAtStepHook({.num_steps = 10}));
+  CHECK(session.hook<0>().last_step() == 17);
+  CHECK(session.hook<0>().options().num_steps == 10);  // still as given
+  CHECK(!session.hook<0>().options().last_step.has_value());
+
+  constexpr StopAtStepHook by_last_step({.last_step = 20});
+  static_assert(by_last_step.options().last_step == 20);
+  static_assert(!by_last_step.options().num_steps.has_value());
+  CHECK(by_last_step.last_step() == 20);
+  session.close();
 }

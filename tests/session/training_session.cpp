@@ -1,12 +1,16 @@
 // make_training_session: TensorFlow's MonitoredTrainingSessionTest (cases I80-I87 of
 // tf-semantics.md §3) with its numbers, TensorFlow's hook order and defaults (§1.10), the
 // chief/worker roles at run time and at compile time, the restore on creation and recovery, the
-// doc/code mismatch (both secs and steps) as an error, and SignalStopHook on by default.
+// doc/code mismatch (both secs and steps) as an error, SignalStopHook on by default, the clock
+// of the timed default hooks (save_checkpoint_secs on a ManualClock), and the default hooks
+// read back from the session.
 
+#include <runhooks/checkpoint/checkpoint_state.hpp>
 #include <runhooks/error.hpp>
 #include <runhooks/hooks/lambda_hook.hpp>
 #include <runhooks/hooks/progress_bar_hook.hpp>
 #include <runhooks/hooks/stop_at_step_hook.hpp>
+#include <runhooks/manual_clock.hpp>
 #include <runhooks/summary/event_reader.hpp>
 #include <runhooks/training_session.hpp>
 
@@ -436,4 +440,145 @@ TEST_CASE("make_training_session links a ProgressBarHook to the StopAtStepHook")
     CHECK(session.hook<3>().total() == 7);
   }  // the bar draws its last line in end(): before the file is closed
   std::fclose(sink);
+}
+
+// TensorFlow's MOCK_START_TIME (tf-semantics.md §3).
+constexpr double mock_start_time = 1484695987.209386;
+
+TEST_CASE("make_training_session: a ManualClock times save_checkpoint_secs (TensorFlow's timer, §1.10)") {
+  // The checkpoint saver saves at the session's creation, then on the first run whose step comes
+  // save_checkpoint_secs or more after the last save (>=, SecondOrStepTimer), and at the end
+  // unless the last step was just saved: TensorFlow's test_save_secs_saves_periodically, through
+  // MonitoredTrainingSession.
+  fakes::LogCapture capture;
+  const ckpt::TempDir dir;
+  const std::string logdir = dir.path.string();
+  runhooks::ManualClock clock(mock_start_time);
+  {
+    auto session = make_training_session(
+        {.checkpoint_dir = logdir, .save_checkpoint_secs = 10, .stop_on_signals = false},
+        factory(), clock);
+    CHECK(std::is_same_v<decltype(session)::clock_type, runhooks::ManualClock>);
+    CHECK(ckpt::latest_step(dir.path) == 0);  // after_create_session, at T
+    CHECK(do_step(session) == 1);             // T: no save
+    clock.set(mock_start_time + 9.5);
+    CHECK(do_step(session) == 2);  // T+9.5: no save
+    CHECK(ckpt::latest_step(dir.path) == 0);
+    clock.set(mock_start_time + 10);
+    CHECK(do_step(session) == 3);  // T+10: saved
+    CHECK(ckpt::latest_step(dir.path) == 3);
+    CHECK(do_step(session) == 4);  // still T+10: no save
+    clock.set(mock_start_time + 25);
+    CHECK(do_step(session) == 5);  // saved
+    CHECK(ckpt::latest_step(dir.path) == 5);
+  }  // end(): step 5 was just saved
+  CHECK(ckpt::named_checkpoints(dir.path) ==
+        std::vector<std::string>{"model.ckpt-0", "model.ckpt-3", "model.ckpt-5"});
+  // The clock also dates the checkpoints, as TensorFlow's mocked time.time() does.
+  const auto state = runhooks::read_checkpoint_state(dir.path);
+  REQUIRE(state);
+  CHECK(state->all_model_checkpoint_timestamps ==
+        std::vector<double>{mock_start_time, mock_start_time + 10, mock_start_time + 25});
+}
+
+TEST_CASE("make_training_session: on a ManualClock, the default of 600 s and every timed hook") {
+  fakes::LogCapture capture;
+  const ckpt::TempDir dir;
+  const std::string logdir = dir.path.string();
+  runhooks::ManualClock clock(mock_start_time);
+  {
+    // Neither checkpoint option: TensorFlow's USE_DEFAULT, a checkpoint every 600 s. Summaries
+    // every 30 s; the step rate every 10 steps. One clock for all three.
+    auto session = make_training_session({.checkpoint_dir = logdir,
+                                          .save_summaries_secs = 30,
+                                          .log_step_count_steps = 10,
+                                          .stop_on_signals = false},
+                                         factory(), runhooks::scalars<Loss>, clock);
+    REQUIRE(session.checkpoint_saver() != nullptr);
+    CHECK(session.checkpoint_saver()->options().save_secs == 600.0);
+    REQUIRE(session.summary_saver() != nullptr);
+    for (int i = 0; i < 20; ++i) {  // 0.5 s per step
+      session.run();
+      clock.advance(0.5);
+    }
+    CHECK(ckpt::latest_step(dir.path) == 0);  // 10 s: no save yet
+    clock.set(mock_start_time + 599.5);
+    session.run();  // step 21
+    CHECK(ckpt::latest_step(dir.path) == 0);
+    clock.set(mock_start_time + 600);
+    session.run();  // step 22: 600 s after the save at step 0
+    CHECK(ckpt::latest_step(dir.path) == 22);
+    // The hooks read the clock the caller advanced (copies of a ManualClock share its time).
+    CHECK(session.checkpoint_saver()->clock().now() == mock_start_time + 600);
+    CHECK(session.summary_saver()->clock().now() == mock_start_time + 600);
+    session.close();
+  }
+  const run_directory::Events written = run_directory::read_events(dir.path);
+  // The step counter measured the manual clock: 10 steps in 5 s, from step 1 to step 11.
+  std::vector<float> rates;
+  for (const auto& event : written.events)
+    for (const auto& value : event.summary)
+      if (value.tag == "global_step/sec" && event.step == 11) rates.push_back(*value.simple_value);
+  CHECK(rates == std::vector<float>{2.0f});
+  // Summaries at the first run, then 30 s later (step 21, at T+599.5).
+  CHECK(written.steps_of("my_summary") == std::vector<std::int64_t>{1, 21});
+}
+
+TEST_CASE("make_training_session: the default hooks, and their settings, read back from the session") {
+  fakes::LogCapture capture;
+  const ckpt::TempDir dir;
+  const std::string logdir = dir.path.string();
+  const std::string summaries = (dir.path / "summaries").string();
+  fakes::FakeHook<> chief;
+  auto session = make_training_session({.checkpoint_dir = logdir,
+                                        .save_checkpoint_steps = 250,
+                                        .save_summaries_secs = 30,
+                                        .log_step_count_steps = 20,
+                                        .summary_dir = summaries,
+                                        .stop_on_signals = false},
+                                       factory(), runhooks::chief_only(std::ref(chief)),
+                                       runhooks::StopAtStepHook({.last_step = 1000}),
+                                       runhooks::scalars<Loss>);
+  // By name, wherever the chief-only hooks and the keys put them.
+  REQUIRE(session.checkpoint_saver() != nullptr);
+  CHECK(session.checkpoint_saver()->checkpoint_dir() == fs::path(logdir));
+  CHECK(session.checkpoint_saver()->options().save_steps == 250);
+  CHECK_FALSE(session.checkpoint_saver()->options().save_secs.has_value());
+  REQUIRE(session.summary_saver() != nullptr);
+  CHECK(session.summary_saver()->options().save_secs == 30.0);
+  CHECK_FALSE(session.summary_saver()->options().save_steps.has_value());
+  REQUIRE(session.step_counter() != nullptr);
+  CHECK(session.step_counter()->options().every_n_steps == 20);
+  // Their positions are TensorFlow's order (§1.10): chief-only, step counter, summaries,
+  // checkpoints, the other hooks, SignalStopHook.
+  CHECK(session.hook<1>().get() == session.step_counter());
+  CHECK(session.hook<2>().get() == session.summary_saver());
+  CHECK(session.hook<3>().get() == session.checkpoint_saver());
+  // Any hook by type, through the chief-only wrapper.
+  CHECK(session.find_hook<fakes::FakeHook<>>() == &chief);
+  REQUIRE(session.find_hook<runhooks::StopAtStepHook>() != nullptr);
+  CHECK(session.find_hook<runhooks::StopAtStepHook>()->last_step() == 1000);
+  CHECK(session.find_hook<runhooks::SignalStopHook>() == nullptr);  // stop_on_signals = false
+  // The save period: a save at the 250th step after the one at creation.
+  for (int i = 0; i < 249; ++i) session.run();
+  CHECK(session.checkpoint_saver()->last_saved_step() == 0);
+  session.run();
+  CHECK(session.checkpoint_saver()->last_saved_step() == 250);
+  session.close();
+
+  // Off: a period of 0, no keys, a worker; then nullptr.
+  auto quiet = make_training_session({.checkpoint_dir = logdir,
+                                      .save_checkpoint_secs = 0,
+                                      .log_step_count_steps = 0,
+                                      .stop_on_signals = false},
+                                     factory());
+  CHECK(quiet.checkpoint_saver() == nullptr);
+  CHECK(quiet.step_counter() == nullptr);
+  CHECK(quiet.summary_saver() == nullptr);  // no keys: not in the session's type
+  quiet.close();
+  auto worker = make_training_session<Role::worker>({.checkpoint_dir = logdir}, factory(),
+                                                    runhooks::scalars<Loss>);
+  CHECK(worker.checkpoint_saver() == nullptr);
+  CHECK(worker.step_counter() == nullptr);
+  CHECK(worker.summary_saver() == nullptr);
 }

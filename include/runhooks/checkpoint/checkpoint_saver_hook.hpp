@@ -27,6 +27,7 @@
 #include <runhooks/clock.hpp>
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/checked.hpp>
+#include <runhooks/detail/no_constructor_fits.hpp>
 #include <runhooks/detail/periodic_trigger.hpp>
 #include <runhooks/hooks/second_or_step_timer.hpp>
 #include <runhooks/log.hpp>
@@ -235,7 +236,20 @@ class CheckpointSaverHook {
         save_steps_(options.save_steps.value_or(0)),
         async_(options.async_save),
         skip_when_busy_(options.when_save_in_flight == WhenSaveInFlight::skip),
-        checkpoint_path_((std::filesystem::path(options.checkpoint_dir) / options.basename).string()) {}
+        checkpoint_path_((std::filesystem::path(options.checkpoint_dir) / options.basename).string()),
+        checkpoint_dir_(options.checkpoint_dir), basename_(options.basename), options_(options) {
+    view_own_strings();
+  }
+  // Chosen when no other constructor fits, most often for braced options with a misspelt field:
+  // the error names CheckpointSaverOptions and its fields (detail/no_constructor_fits.hpp).
+  template <class Hint = detail::write_the_options_type<
+                CheckpointSaverOptions, &CheckpointSaverOptions::checkpoint_dir,
+                &CheckpointSaverOptions::save_steps, &CheckpointSaverOptions::save_secs,
+                &CheckpointSaverOptions::basename, &CheckpointSaverOptions::max_to_keep,
+                &CheckpointSaverOptions::keep_checkpoint_every_n_hours,
+                &CheckpointSaverOptions::async_save, &CheckpointSaverOptions::when_save_in_flight,
+                &CheckpointSaverOptions::checked>>
+  explicit CheckpointSaverHook(...) = delete;  // Misspelt field? Write CheckpointSaverOptions{...} to see which
 
   // Moving waits for a save in flight (its thread refers to this object); its outcome moves along.
   CheckpointSaverHook(CheckpointSaverHook&& other)
@@ -252,7 +266,12 @@ class CheckpointSaverHook {
         in_flight_(std::move(other.in_flight_)),
         directory_key_(std::move(other.directory_key_)),
         events_(std::move(other.events_)),
-        checkpoint_path_(std::move(other.checkpoint_path_)) {}
+        checkpoint_path_(std::move(other.checkpoint_path_)),
+        checkpoint_dir_(std::move(other.checkpoint_dir_)),
+        basename_(std::move(other.basename_)),
+        options_(other.options_) {
+    view_own_strings();
+  }
   CheckpointSaverHook& operator=(CheckpointSaverHook&&) = delete;
 
   // A save still in flight is waited for; its error, which no run() or close() can raise any
@@ -330,6 +349,10 @@ class CheckpointSaverHook {
     std::lock_guard lock(mutex_);
     return in_flight_ && in_flight_->done;
   }
+  // The options as given; their checkpoint_dir and basename view strings the hook holds.
+  const CheckpointSaverOptions& options() const noexcept { return options_; }
+  // options().checkpoint_dir as a path: where the checkpoints and the state file are.
+  const std::filesystem::path& checkpoint_dir() const noexcept { return manager_.directory(); }
   // The listeners, in the order given.
   std::tuple<Listeners...>& listeners() noexcept { return listeners_; }
   C& clock() noexcept { return timer_.clock(); }
@@ -343,6 +366,11 @@ class CheckpointSaverHook {
     bool done = false;            // under mutex_
     std::exception_ptr error;     // under mutex_ until done
   };
+
+  void view_own_strings() noexcept {
+    options_.checkpoint_dir = checkpoint_dir_;
+    options_.basename = basename_;
+  }
 
   static std::string describe(const std::exception_ptr& error) {
     try {
@@ -554,6 +582,11 @@ class CheckpointSaverHook {
   std::string directory_key_;
   std::shared_ptr<EventFileWriter> events_;  // checkpoint_dir's event file, from begin()
   std::string checkpoint_path_;              // TensorFlow's save path: <checkpoint_dir>/<basename>
+  // The options as given, for options(): the caller's string_views may not outlive the hook, so
+  // they view these two strings instead (again after a move, which may relocate them).
+  std::string checkpoint_dir_;
+  std::string basename_;
+  CheckpointSaverOptions options_;
 };
 
 }  // namespace runhooks

@@ -12,13 +12,16 @@ namespace runhooks {
 
 // A backend whose whole training state can be written to files and read back.
 //   Minimal complete definition:
-//     void save(const std::filesystem::path& prefix)     writes the state (parameters, optimizer
-//         state, global step, data position) to one or more files whose names start with prefix,
-//         the prefix followed by nothing or by a non-digit ("prefix.arrays"). It may throw; any
-//         I/O error must throw (FlatArrayWriter does). The library fsyncs the files and commits
-//         them afterwards: save() needs neither fsync nor a temporary name.
-//     void restore(const std::filesystem::path& prefix)  reads them back; a missing, torn or
-//         foreign file must throw, never leave garbage (FlatArrayReader checks all of it first).
+//     void save(const std::filesystem::path& prefix) const
+//         writes the state (parameters, optimizer state, global step, data position) to one or
+//         more files whose names start with prefix, the prefix followed by nothing or by a
+//         non-digit ("prefix.arrays"). It may throw; any I/O error must throw (FlatArrayWriter
+//         does). The library fsyncs the files and commits them afterwards: save() needs neither
+//         fsync nor a temporary name. Saving does not change the backend, hence const (every
+//         example's); a non-const save() is accepted too.
+//     void restore(const std::filesystem::path& prefix)
+//         reads them back; a missing, torn or foreign file must throw, never leave garbage
+//         (FlatArrayReader checks all of it first).
 //   Semantics: restore(p) after save(p) gives a backend that continues exactly as the saved one
 //   would have, global_step() included.
 //   Models: examples/logistic_regression.hpp (LogisticRegression), tests/support/ checkpoint
@@ -51,7 +54,7 @@ template <class Backend>
 struct check_checkpointable_for_saver {
   static_assert(Checkpointable<Backend>,
                 "runhooks::CheckpointSaverHook needs a Checkpointable backend: add `void "
-                "save(const std::filesystem::path& prefix)` and `void restore(const "
+                "save(const std::filesystem::path& prefix) const` and `void restore(const "
                 "std::filesystem::path& prefix)` to the backend type named in this instantiation "
                 "(see <runhooks/checkpoint/checkpointable.hpp>).");
   static constexpr bool value = true;  // the assertion above is the one error
@@ -61,7 +64,7 @@ template <class Backend>
 struct check_checkpointable_for_creator {
   static_assert(Checkpointable<Backend>,
                 "runhooks::ChiefSessionCreator restores checkpoints and needs a Checkpointable "
-                "backend: add `void save(const std::filesystem::path& prefix)` and `void "
+                "backend: add `void save(const std::filesystem::path& prefix) const` and `void "
                 "restore(const std::filesystem::path& prefix)` to the backend type named in this "
                 "instantiation (see <runhooks/checkpoint/checkpointable.hpp>).");
   static constexpr bool value = true;  // the assertion above is the one error

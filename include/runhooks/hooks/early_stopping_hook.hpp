@@ -14,6 +14,7 @@
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/checked.hpp>
 #include <runhooks/detail/hook_keys.hpp>
+#include <runhooks/detail/no_constructor_fits.hpp>
 #include <runhooks/keys.hpp>
 #include <runhooks/log.hpp>
 #include <runhooks/session_run_args.hpp>
@@ -100,6 +101,13 @@ class EarlyStoppingHook {
  public:
   explicit EarlyStoppingHook(EarlyStoppingOptions options = {})
       : options_(options.validate()), runs_to_check_(options_.every_n_iter) {}
+  // Chosen when no other constructor fits, most often for braced options with a misspelt field:
+  // the error names EarlyStoppingOptions and its fields (detail/no_constructor_fits.hpp).
+  template <class Hint = detail::write_the_options_type<
+                EarlyStoppingOptions, &EarlyStoppingOptions::mode, &EarlyStoppingOptions::min_delta,
+                &EarlyStoppingOptions::patience, &EarlyStoppingOptions::baseline,
+                &EarlyStoppingOptions::every_n_iter, &EarlyStoppingOptions::start_from_check>>
+  explicit EarlyStoppingHook(...) = delete;  // Misspelt field? Write EarlyStoppingOptions{...} to see which
 
   // Keras' on_train_begin.
   void begin() {

@@ -18,6 +18,7 @@
 #include <runhooks/concepts.hpp>
 #include <runhooks/coordinator.hpp>
 #include <runhooks/detail/checked.hpp>
+#include <runhooks/detail/no_constructor_fits.hpp>
 #include <runhooks/error.hpp>
 #include <runhooks/log.hpp>
 
@@ -79,6 +80,12 @@ class GlobalStepWaiterHook {
   explicit GlobalStepWaiterHook(std::int64_t wait_until_step, GlobalStepWaiterOptions options = {},
                                 C clock = {})
       : wait_until_step_(wait_until_step), options_(options.validate()), clock_(std::move(clock)) {}
+  // Chosen when no other constructor fits, most often for braced options with a misspelt field:
+  // the error names GlobalStepWaiterOptions and its fields (detail/no_constructor_fits.hpp).
+  template <class Hint = detail::write_the_options_type<
+                GlobalStepWaiterOptions, &GlobalStepWaiterOptions::poll_interval_secs,
+                &GlobalStepWaiterOptions::timeout_secs>>
+  explicit GlobalStepWaiterHook(...) = delete;  // Misspelt field? Write GlobalStepWaiterOptions{...} to see which
 
   void begin() noexcept { started_ = false; }
 
@@ -102,6 +109,8 @@ class GlobalStepWaiterHook {
   }
 
   bool started() const noexcept { return started_; }
+  std::int64_t wait_until_step() const noexcept { return wait_until_step_; }
+  const GlobalStepWaiterOptions& options() const noexcept { return options_; }
 
  private:
   template <class Backend>

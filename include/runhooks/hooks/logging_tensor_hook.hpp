@@ -18,6 +18,7 @@
 #include <runhooks/detail/checked.hpp>
 #include <runhooks/detail/format_value.hpp>
 #include <runhooks/detail/hook_keys.hpp>
+#include <runhooks/detail/no_constructor_fits.hpp>
 #include <runhooks/detail/periodic_trigger.hpp>
 #include <runhooks/keys.hpp>
 #include <runhooks/log.hpp>
@@ -74,9 +75,9 @@ struct DefaultTensorFormatter {
   }
 };
 
-// A value as LoggingTensorHook prints it (numpy's str() of a scalar: 42.0f is "42.0"), for
-// formatters that want TensorFlow's look.
-template <detail::formattable_value T>
+// A value as LoggingTensorHook prints it (numpy's str(): 42.0f is "42.0", a std::vector<double>
+// {1, 2.5, 3} is "[1.  2.5 3. ]"), for formatters that want TensorFlow's look.
+template <detail::loggable_value T>
 std::string format_value(const T& value) {
   return detail::format_value(value);
 }
@@ -92,7 +93,9 @@ class LoggingTensorHook;
 //
 // The line is TensorFlow's, "tag = value, tag2 = value2", followed by " (0.125 sec)", the time
 // since the previous log, from the second log on; each tag is runhooks::key_name<K>() and each
-// value is printed as numpy prints a scalar (LoggingTensorHook prints tensors with numpy). A
+// value is printed as numpy's str() prints it (LoggingTensorHook prints tensors with numpy): a
+// scalar ("0.25"), or a 1-D array of numbers ("[1.  2.5 3. ]", wrapped at 75 columns, the middle
+// of more than 1000 elements shown as "..."; detail/format_value.hpp). A
 // formatter, any callable taking `const runhooks::KeyValues<Ks...>&` and returning a string,
 // replaces the whole line.
 //
@@ -114,9 +117,10 @@ class LoggingTensorHook<Keys<Ks...>, Formatter, C> {
                 "`std::string formatter(const runhooks::KeyValues<Keys...>& values)`; the "
                 "formatter type is named in this instantiation.");
   static_assert(!std::is_same_v<Formatter, DefaultTensorFormatter> ||
-                    (detail::formattable_value<typename Ks::value_type> && ...),
-                "runhooks::LoggingTensorHook prints numbers, bools and strings; give it a "
-                "formatter for other value types.");
+                    (detail::loggable_value<typename Ks::value_type> && ...),
+                "runhooks::LoggingTensorHook prints numbers, bools, strings and 1-D arrays of "
+                "numbers (std::vector, std::array, std::span); give it a formatter for other "
+                "value types.");
 
  public:
   using values_type = KeyValues<Ks...>;
@@ -128,6 +132,12 @@ class LoggingTensorHook<Keys<Ks...>, Formatter, C> {
   LoggingTensorHook(Keys<Ks...> keys, LoggingTensorOptions options, C clock)
     requires std::same_as<Formatter, DefaultTensorFormatter>
       : LoggingTensorHook(keys, options, Formatter{}, std::move(clock)) {}
+  // Chosen when no other constructor fits, most often for braced options with a misspelt field:
+  // the error names LoggingTensorOptions and its fields (detail/no_constructor_fits.hpp).
+  template <class Hint = detail::write_the_options_type<
+                LoggingTensorOptions, &LoggingTensorOptions::every_n_iter,
+                &LoggingTensorOptions::every_n_secs, &LoggingTensorOptions::at_end>>
+  explicit LoggingTensorHook(...) = delete;  // Misspelt field? Write LoggingTensorOptions{...} to see which
 
   // TensorFlow's begin(): the timer is reset and iterations count from 0 again.
   void begin() { trigger_.reset(); }
@@ -202,6 +212,10 @@ class LoggingTensorHook<Keys<Ks...>, Formatter, C> {
 
 template <KeyType... Ks>
 LoggingTensorHook(Keys<Ks...>, LoggingTensorOptions) -> LoggingTensorHook<Keys<Ks...>>;
+// Arguments that fit no guide above (a misspelt option, most often) reach the catch-all
+// constructor: a partial specialization's constructors imply no guide.
+template <KeyType... Ks>
+LoggingTensorHook(Keys<Ks...>, ...) -> LoggingTensorHook<Keys<Ks...>>;
 template <KeyType... Ks, class Formatter>
   requires(!Clock<Formatter>)
 LoggingTensorHook(Keys<Ks...>, LoggingTensorOptions, Formatter)

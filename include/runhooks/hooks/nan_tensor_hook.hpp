@@ -8,6 +8,7 @@
 
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/hook_keys.hpp>
+#include <runhooks/detail/no_constructor_fits.hpp>
 #include <runhooks/error.hpp>
 #include <runhooks/log.hpp>
 #include <runhooks/session_run_args.hpp>
@@ -40,6 +41,11 @@ class NanTensorHook {
 
  public:
   constexpr explicit NanTensorHook(NanTensorOptions options = {}) noexcept : options_(options) {}
+  // Chosen when no other constructor fits, most often for braced options with a misspelt field:
+  // the error names NanTensorOptions and its fields (detail/no_constructor_fits.hpp).
+  template <class Hint = detail::write_the_options_type<
+                NanTensorOptions, &NanTensorOptions::fail_on_nan_loss>>
+  explicit NanTensorHook(...) = delete;  // Misspelt field? Write NanTensorOptions{...} to see which
 
   template <class Backend>
   void after_create_session(Backend&) {

@@ -21,6 +21,7 @@
 #include <runhooks/clock.hpp>
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/checked.hpp>
+#include <runhooks/detail/no_constructor_fits.hpp>
 #include <runhooks/detail/periodic_trigger.hpp>
 #include <runhooks/detail/type_name.hpp>
 #include <runhooks/log.hpp>
@@ -176,6 +177,11 @@ class ProfilerHook {
   ProfilerHook(ProfilerOptions options, C clock)
     requires(!std::is_convertible_v<C, std::filesystem::path>)
       : ProfilerHook(options, ".", std::move(clock)) {}
+  // Chosen when no other constructor fits, most often for braced options with a misspelt field:
+  // the error names ProfilerOptions and its fields (detail/no_constructor_fits.hpp).
+  template <class Hint = detail::write_the_options_type<
+                ProfilerOptions, &ProfilerOptions::save_steps, &ProfilerOptions::save_secs>>
+  explicit ProfilerHook(...) = delete;  // Misspelt field? Write ProfilerOptions{...} to see which
 
   ProfilerHook(ProfilerHook&&) noexcept = default;
   ProfilerHook& operator=(ProfilerHook&&) noexcept = default;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <runhooks/detail/config.hpp>
+#include <runhooks/detail/no_constructor_fits.hpp>
 
 #include <cmath>
 #include <concepts>
@@ -251,6 +252,14 @@ class ProgressBarHook<Keys<Ks...>, C> {
   ProgressBarHook(Keys<Ks...>, ProgressBarOptions options, C clock)
       : ProgressBarHook(options, stderr, std::move(clock)) {}
 
+  // Chosen when no other constructor fits, most often for braced options with a misspelt field:
+  // the error names ProgressBarOptions and its fields (detail/no_constructor_fits.hpp).
+  template <class Hint = detail::write_the_options_type<
+                ProgressBarOptions, &ProgressBarOptions::total, &ProgressBarOptions::redraws_per_sec,
+                &ProgressBarOptions::plain_line_secs, &ProgressBarOptions::width,
+                &ProgressBarOptions::terminal>>
+  explicit ProgressBarHook(...) = delete;  // Misspelt field? Write ProgressBarOptions{...} to see which
+
   // A copy has no open line; a move (even of a bar that is drawn) carries it, and the
   // destructor ends a line that end() did not.
   ProgressBarHook(const ProgressBarHook&) = default;
@@ -433,6 +442,12 @@ class ProgressBarHook<Keys<Ks...>, C> {
 };
 
 ProgressBarHook() -> ProgressBarHook<Keys<>>;
+// Arguments that fit no guide here (braced options with a misspelt field, most often) deduce
+// ProgressBarHook<Keys<>>, whose catch-all constructor names the options and their fields. A
+// template, so that the guide above keeps ProgressBarHook(); not one per key list: with the keys
+// as its first parameter it would tie with ProgressBarHook(Keys<Ks...>) for a one-argument call.
+template <class Hint = void>
+ProgressBarHook(...) -> ProgressBarHook<Keys<>>;
 ProgressBarHook(ProgressBarOptions) -> ProgressBarHook<Keys<>>;
 ProgressBarHook(ProgressBarOptions, std::FILE*) -> ProgressBarHook<Keys<>>;
 template <Clock C>

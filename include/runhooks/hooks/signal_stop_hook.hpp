@@ -20,6 +20,7 @@
 
 #include <signal.h>
 
+#include <runhooks/detail/no_constructor_fits.hpp>
 #include <runhooks/detail/sleep.hpp>
 #include <runhooks/log.hpp>
 
@@ -92,18 +93,23 @@ inline std::string signal_name(int signal) {
 // SIGTERM lists other signals in SignalStopOptions::signals.
 class SignalStopHook {
  public:
-  explicit SignalStopHook(SignalStopOptions options = {}) : signals_(std::move(options.signals)) {
-    for (const int signal : signals_)
+  explicit SignalStopHook(SignalStopOptions options = {}) : options_(std::move(options)) {
+    for (const int signal : options_.signals)
       if (signal <= 0 || signal >= detail::signal_stop_max || signal == SIGKILL ||
           signal == SIGSTOP)
         throw std::invalid_argument("runhooks: SignalStopOptions::signals holds " +
                                     std::to_string(signal) +
                                     ", which is not a signal a handler can catch.");
   }
+  // Chosen when no other constructor fits, most often for braced options with a misspelt field:
+  // the error names SignalStopOptions and its fields (detail/no_constructor_fits.hpp).
+  template <class Hint = detail::write_the_options_type<
+                SignalStopOptions, &SignalStopOptions::signals>>
+  explicit SignalStopHook(...) = delete;  // Misspelt field? Write SignalStopOptions{...} to see which
   SignalStopHook(const SignalStopHook&) = delete;
   SignalStopHook& operator=(const SignalStopHook&) = delete;
   SignalStopHook(SignalStopHook&& other) noexcept
-      : signals_(std::move(other.signals_)), installed_(std::exchange(other.installed_, false)),
+      : options_(std::move(other.options_)), installed_(std::exchange(other.installed_, false)),
         reported_(other.reported_) {}
   SignalStopHook& operator=(SignalStopHook&&) = delete;
   ~SignalStopHook() { uninstall(); }
@@ -115,7 +121,7 @@ class SignalStopHook {
       detail::signal_stop_requested.store(false, std::memory_order_relaxed);
       detail::signal_stop_signal.store(0, std::memory_order_relaxed);
     }
-    for (const int signal : signals_) {
+    for (const int signal : options_.signals) {
       if (detail::signal_stop_installed[signal]) continue;
       struct ::sigaction action {};
       action.sa_handler = &detail::signal_stop_handler;
@@ -144,6 +150,8 @@ class SignalStopHook {
   void end(Backend&) {
     uninstall();
   }
+
+  const SignalStopOptions& options() const noexcept { return options_; }
 
   // Whether a signal asked to stop, and which (0: none), since the first begin() of the hooks
   // alive now.
@@ -182,7 +190,7 @@ class SignalStopHook {
     }
   }
 
-  std::vector<int> signals_;
+  SignalStopOptions options_;
   bool installed_ = false;
   bool reported_ = false;
 };

@@ -17,6 +17,7 @@
 #include <runhooks/clock.hpp>
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/checked.hpp>
+#include <runhooks/detail/no_constructor_fits.hpp>
 #include <runhooks/detail/periodic_trigger.hpp>
 #include <runhooks/session_run_context.hpp>
 #include <runhooks/hooks/second_or_step_timer.hpp>
@@ -85,6 +86,12 @@ class StepCounterHook {
   StepCounterHook(StepCounterOptions options, Output output, C clock = {})
     requires(!Clock<Output>)
       : StepCounterHook(std::move(options), std::move(clock), std::move(output)) {}
+  // Chosen when no other constructor fits, most often for braced options with a misspelt field:
+  // the error names StepCounterOptions and its fields (detail/no_constructor_fits.hpp).
+  template <class Hint = detail::write_the_options_type<
+                StepCounterOptions, &StepCounterOptions::every_n_steps,
+                &StepCounterOptions::every_n_secs, &StepCounterOptions::tag>>
+  explicit StepCounterHook(...) = delete;  // Misspelt field? Write StepCounterOptions{...} to see which
 
   void begin() {
     if constexpr (requires { output_.open(options_); }) output_.open(options_);
@@ -196,6 +203,9 @@ class StepCounterHook {
   bool started_ = false;  // output_.start() was called since begin()
 };
 
+// `StepCounterHook hook;`: without this guide, the catch-all constructor's guide ties with the
+// first constructor's (GCC 12 crashes, Clang 14 calls it ambiguous); a non-template wins the tie.
+StepCounterHook() -> StepCounterHook<>;
 // StepCounterHook(options, clock[, output]) and StepCounterHook(options, output[, clock]).
 // Spelled out: clang 14 does not apply a constructor's requires-clause to the guide it implies.
 template <Clock C>

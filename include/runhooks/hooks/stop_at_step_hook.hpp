@@ -11,6 +11,7 @@
 
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/checked.hpp>
+#include <runhooks/detail/no_constructor_fits.hpp>
 #include <runhooks/session_run_context.hpp>
 
 namespace runhooks {
@@ -48,7 +49,12 @@ class StopAtStepHook {
  public:
   constexpr explicit StopAtStepHook(StopAtStepOptions options)
       : last_step_(options.validate().last_step.value_or(0)),
-        num_steps_(options.num_steps.value_or(0)), pending_(!options.last_step) {}
+        num_steps_(options.num_steps.value_or(-1)), pending_(!options.last_step) {}
+  // Chosen when no other constructor fits, most often for braced options with a misspelt field:
+  // the error names StopAtStepOptions and its fields (detail/no_constructor_fits.hpp).
+  template <class Hint = detail::write_the_options_type<
+                StopAtStepOptions, &StopAtStepOptions::num_steps, &StopAtStepOptions::last_step>>
+  explicit StopAtStepHook(...) = delete;  // Misspelt field? Write StopAtStepOptions{...} to see which
 
   template <class Backend>
   void after_create_session(Backend& session) {
@@ -78,10 +84,15 @@ class StopAtStepHook {
   std::optional<std::int64_t> last_step() const noexcept {
     return pending_ ? std::nullopt : std::optional(last_step_);
   }
+  // The options as given. By value: the hook keeps only its per-step state.
+  constexpr StopAtStepOptions options() const noexcept {
+    if (num_steps_ >= 0) return {.num_steps = num_steps_};
+    return {.last_step = last_step_};
+  }
 
  private:
   std::int64_t last_step_;
-  std::int64_t num_steps_;
+  std::int64_t num_steps_;  // -1 with last_step (num_steps is at least 0)
   bool pending_;
 };
 

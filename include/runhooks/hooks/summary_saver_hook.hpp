@@ -24,6 +24,7 @@
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/checked.hpp>
 #include <runhooks/detail/hook_keys.hpp>
+#include <runhooks/detail/no_constructor_fits.hpp>
 #include <runhooks/detail/periodic_trigger.hpp>
 #include <runhooks/keys.hpp>
 #include <runhooks/session_run_args.hpp>
@@ -64,6 +65,13 @@ struct SummarySaverOptions {
     return *this;
   }
 };
+
+namespace detail {
+// SummarySaverHook's catch-all constructor names it (detail/no_constructor_fits.hpp).
+using summary_saver_hint =
+    write_the_options_type<SummarySaverOptions, &SummarySaverOptions::save_steps,
+                           &SummarySaverOptions::save_secs>;
+}  // namespace detail
 
 // The keys a SummarySaverHook writes as scalars (a number each) and as histograms (a number or a
 // range of numbers each): runhooks::scalars<Loss, Accuracy>, runhooks::histograms<Weights>.
@@ -228,6 +236,10 @@ class SummarySaverHook<Scalars<Ss...>, Histograms<Hs...>, Writer, C> {
                    C clock = {})
       : SummarySaverHook(options, std::forward<Output>(output), Scalars<>{}, h,
                          std::move(clock)) {}
+  // Chosen when no other constructor fits, most often for braced options with a misspelt field:
+  // the error names SummarySaverOptions and its fields (detail/no_constructor_fits.hpp).
+  template <class Hint = detail::summary_saver_hint>
+  explicit SummarySaverHook(...) = delete;  // Misspelt field? Write SummarySaverOptions{...} to see which
 
   // TensorFlow's begin(): the writer is opened and the next run is a first run again.
   void begin() {
@@ -334,5 +346,17 @@ SummarySaverHook(SummarySaverOptions, Output, Histograms<Hs...>)
 template <class Output, KeyType... Hs, Clock C>
 SummarySaverHook(SummarySaverOptions, Output, Histograms<Hs...>, C)
     -> SummarySaverHook<Scalars<>, Histograms<Hs...>, detail::summary_writer_for<Output>, C>;
+
+// Arguments that fit no guide above (braced options with a misspelt field, most often) deduce a
+// hook whose one constructor is the deleted catch-all, so that the error names the options type
+// and its fields (detail/no_constructor_fits.hpp). The keys are not known: there is no other.
+template <class Hint = detail::summary_saver_hint>
+SummarySaverHook(...) -> SummarySaverHook<Hint, Histograms<>>;
+template <>
+class SummarySaverHook<detail::summary_saver_hint, Histograms<>> {
+ public:
+  template <class Hint = detail::summary_saver_hint>
+  explicit SummarySaverHook(...) = delete;  // Misspelt field? Write SummarySaverOptions{...} to see which
+};
 
 }  // namespace runhooks

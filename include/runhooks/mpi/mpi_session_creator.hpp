@@ -135,8 +135,9 @@ struct check_sendable_backend {
   static_assert(Checkpointable<Backend>,
                 "runhooks::MpiSessionCreator sends the chief's state to the other ranks with the "
                 "backend's save() and restore(): add `void save(const std::filesystem::path& "
-                "prefix)` and `void restore(const std::filesystem::path& prefix)` to the backend "
-                "type named in this instantiation (see <runhooks/checkpoint/checkpointable.hpp>).");
+                "prefix) const` and `void restore(const std::filesystem::path& prefix)` to the "
+                "backend type named in this instantiation (see "
+                "<runhooks/checkpoint/checkpointable.hpp>).");
   static constexpr bool value = true;
 };
 

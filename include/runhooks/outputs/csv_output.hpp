@@ -25,7 +25,7 @@ namespace runhooks {
 class CsvOutput {
  public:
   explicit CsvOutput(const std::filesystem::path& path) : state_(std::make_shared<State>()) {
-    state_->path = path.string();
+    state_->path = path;
     std::error_code ignored;
     const bool fresh = !std::filesystem::exists(path, ignored) ||
                        (std::filesystem::is_regular_file(path, ignored) &&
@@ -34,7 +34,7 @@ class CsvOutput {
     state_->file = std::fopen(state_->path.c_str(), "a");
     if (state_->file == nullptr)
       throw std::system_error(errno != 0 ? errno : EIO, std::generic_category(),
-                              "runhooks::CsvOutput: cannot open " + state_->path);
+                              "runhooks::CsvOutput: cannot open " + state_->path.string());
     if (fresh) write("global_step,tag,steps_per_sec\n");
   }
 
@@ -52,10 +52,12 @@ class CsvOutput {
 
   // The first write failure (errno's code), or an empty code while every row was written.
   std::error_code error() const noexcept { return state_->error; }
+  // The file, as given.
+  const std::filesystem::path& path() const noexcept { return state_->path; }
 
  private:
   struct State {
-    std::string path;
+    std::filesystem::path path;
     std::FILE* file = nullptr;
     std::error_code error;
     ~State() {
@@ -64,7 +66,7 @@ class CsvOutput {
       errno = 0;
       if (std::fclose(file) != 0 && !error) {
         try {
-          log(Severity::warning, "runhooks::CsvOutput: cannot close " + path + ": " +
+          log(Severity::warning, "runhooks::CsvOutput: cannot close " + path.string() + ": " +
                                      std::error_code(errno != 0 ? errno : EIO,
                                                      std::generic_category()).message());
         } catch (...) {  // the log sink threw, or out of memory: nothing more can be said
@@ -94,8 +96,8 @@ class CsvOutput {
         std::fflush(state_->file) != 0) {
       state_->error = std::error_code(errno != 0 ? errno : EIO, std::generic_category());
       std::clearerr(state_->file);
-      log(Severity::warning, "runhooks::CsvOutput: cannot write " + state_->path + ": " +
-                                 state_->error.message() + "; later rows are dropped.");
+      log(Severity::warning, "runhooks::CsvOutput: cannot write " + state_->path.string() +
+                                 ": " + state_->error.message() + "; later rows are dropped.");
     }
   }
 

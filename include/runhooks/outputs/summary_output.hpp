@@ -29,7 +29,8 @@ namespace runhooks {
 class SummaryOutput {
  public:
   explicit SummaryOutput(const std::filesystem::path& output_dir, bool log_line = true)
-      : writer_(EventFileWriterCache::get(output_dir)), log_line_(log_line) {}
+      : writer_(EventFileWriterCache::get(output_dir)), output_dir_(output_dir),
+        log_line_(log_line) {}
 
   // StepCounterHook's begin(): a session begins.
   void open(const StepCounterOptions&) {
@@ -54,9 +55,13 @@ class SummaryOutput {
 
   // The directory's shared writer (do not close() it: the other hooks write there too).
   EventFileWriter& writer() noexcept { return *writer_; }
+  // The settings, as given.
+  const std::filesystem::path& output_dir() const noexcept { return output_dir_; }
+  bool log_line() const noexcept { return log_line_; }
 
  private:
   std::shared_ptr<EventFileWriter> writer_;
+  std::filesystem::path output_dir_;
   bool log_line_;
   bool started_ = false;
 };
