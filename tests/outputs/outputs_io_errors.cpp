@@ -31,6 +31,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -375,9 +376,9 @@ TEST_CASE("hooks sharing a directory's event file under a file size limit: one w
                                   clock),
         runhooks::SummarySaverHook{{.save_steps = 5}, dir.path(), runhooks::scalars<Loss>});
     for (int i = 0; i < 200; ++i) session.run();  // about 60 records of about 40 bytes
+    session.close();  // SummarySaverHook's end() writes the records waiting
     const std::error_code counter = session.hook<0>().output().error();
     const std::error_code saver = session.hook<1>().writer().writer()->error();
-    session.close();
     return counter == saver ? counter : std::make_error_code(std::errc::invalid_argument);
   });
   INFO(report.failure);
@@ -396,6 +397,7 @@ TEST_CASE("SummaryOutput in a session: a file size limit is reported once, and e
         runhooks::StepCounterHook({.every_n_steps = 10}, runhooks::SummaryOutput(dir.path(), false),
                                   clock));
     for (int i = 0; i < 200; ++i) session.run();  // nineteen scalars, about 40 bytes each
+    session.hook<0>().output().flush();  // they wait in memory for flush_secs otherwise
     const std::error_code error = session.hook<0>().output().error();
     session.close();
     return error;
@@ -405,4 +407,58 @@ TEST_CASE("SummaryOutput in a session: a file size limit is reported once, and e
   CHECK(report.error == EFBIG);
   REQUIRE(report.warnings.size() == 1);
   CHECK(contains(report.warnings[0], "runhooks::EventFileWriter: cannot write " + dir.path().string()));
+}
+
+namespace {
+// The thread that logged the last warning, and the sink to pass it on to.
+std::thread::id warning_thread;
+runhooks::LogSink next_sink = nullptr;
+void note_thread_sink(Severity severity, std::string_view line) {
+  if (severity == Severity::warning) warning_thread = std::this_thread::get_id();
+  next_sink(severity, line);
+}
+}  // namespace
+
+TEST_CASE("EventFileWriter: a failure of the background write is logged once, and error() tells the adding thread") {
+  // Nothing but the background thread writes here (no flush(), less than 64 KiB): the adding
+  // thread learns of the failure from error() alone, and drops its later records.
+  const TempDir dir;
+  const auto write_events = [](EventFileWriter& writer, int first, int last) {
+    for (int step = first; step <= last; ++step) writer.add_scalar("global_step/sec", 100.0F, step * 10);
+  };
+  std::string whole;
+  {
+    EventFileWriter writer(dir.path() / "whole", {.flush_secs = 0}, fixed_clock());
+    write_events(writer, 1, 20);
+    writer.close();
+    REQUIRE(!writer.error());
+    whole = read_bytes(writer.path());
+  }
+  constexpr rlim_t limit = 300;
+  REQUIRE(whole.size() > limit);
+
+  const ChildReport report = with_file_size_limit(limit, [&] {
+    EventFileWriter writer(dir.path() / "limited", {.flush_secs = 0.05}, fixed_clock());
+    next_sink = runhooks::set_log_sink(note_thread_sink);
+    write_events(writer, 1, 20);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!writer.error() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!writer.error()) throw std::runtime_error("no failure within 20 s");
+    write_events(writer, 21, 40);  // dropped, and not logged again
+    writer.flush();
+    writer.close();  // joins the background thread: its log line is out
+    runhooks::set_log_sink(next_sink);
+    if (warning_thread == std::this_thread::get_id())
+      throw std::runtime_error("the failure was logged by the adding thread");
+    return writer.error();
+  });
+  const fs::path path = fs::directory_iterator(dir.path() / "limited")->path();
+  INFO(report.failure);
+  CHECK(report.failure.empty());
+  CHECK(report.error == EFBIG);
+  REQUIRE(report.warnings.size() == 1);
+  CHECK(contains(report.warnings[0], "runhooks::EventFileWriter: cannot write " + path.string() +
+                                         ": " + file_too_large + "; later events are dropped."));
+  CHECK(read_bytes(path) == whole.substr(0, limit));
 }

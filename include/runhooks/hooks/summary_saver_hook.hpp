@@ -106,15 +106,19 @@ concept SummaryWriter = requires(W& w, const std::vector<SummaryItem>& values, s
 // (EventFileWriterCache, TensorFlow's FileWriterCache), taken in begin() where TensorFlow's hook
 // gets its writer, and shared with every other hook or output writing to that directory in this
 // process (StepCounterHook's SummaryOutput, CheckpointSaverHook), so that TensorBoard sees one
-// file per run. Each summary is one event, flushed at once so that TensorBoard sees it. The
-// SessionLog START of a session is written once to the file, by the first hook to ask after
+// file per run. Each summary is one event, in the file within the writer's flush_secs (2 s by
+// default; `writer_options` may ask for a shorter one: EventFileWriterCache::get) and at end().
+// The SessionLog START of a session is written once to the file, by the first hook to ask after
 // begin(). Copies share the file. I/O failures follow EventFileWriter's rule: a directory or file
 // that cannot be created throws (from the hook's begin()); a failed write is logged once and
 // later events are dropped.
 class EventFileSummaryWriter {
  public:
-  explicit EventFileSummaryWriter(std::filesystem::path output_dir)
-      : output_dir_(std::move(output_dir)) {}
+  explicit EventFileSummaryWriter(std::filesystem::path output_dir,
+                                  std::optional<EventFileWriterOptions> writer_options = {})
+      : output_dir_(std::move(output_dir)), writer_options_(writer_options) {
+    if (writer_options_) writer_options_->validate();
+  }
 
   // The hook's begin(): takes the directory's writer, and a session begins.
   void open() {
@@ -131,7 +135,6 @@ class EventFileSummaryWriter {
         encoder.add_histogram(v.tag, std::get<Histogram>(v.value));
     }
     writer_->add_event(encoder.what(), step);
-    writer_->flush();
   }
   void write_session_start(std::int64_t step) {
     acquire();
@@ -147,10 +150,11 @@ class EventFileSummaryWriter {
 
  private:
   void acquire() {
-    if (!writer_) writer_ = EventFileWriterCache::get(output_dir_);
+    if (!writer_) writer_ = EventFileWriterCache::get(output_dir_, writer_options_);
   }
 
   std::filesystem::path output_dir_;
+  std::optional<EventFileWriterOptions> writer_options_;
   std::shared_ptr<EventFileWriter> writer_;
 };
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <system_error>
 
@@ -14,8 +15,11 @@
 namespace runhooks {
 
 // What TensorFlow's StepCounterHook does with an output_dir: the log line, and a scalar in a
-// TensorBoard event file under output_dir, flushed after each one:
+// TensorBoard event file under output_dir:
 //   runhooks::StepCounterHook({.every_n_steps = 100}, runhooks::SummaryOutput("logs"))
+// A scalar costs the training thread a record in memory (bench/summary_record.cpp); it is in the
+// file within the writer's flush_secs (2 s by default; `writer_options` may ask for a shorter
+// one, EventFileWriterCache::get), at flush(), or when the last holder of the file lets go.
 // The event file is the directory's one (EventFileWriterCache): a SummarySaverHook or a
 // CheckpointSaverHook writing to the same directory in this process writes to the same file,
 // as TensorFlow's hooks share a FileWriter. The first run of a session writes SessionLog START
@@ -28,8 +32,9 @@ namespace runhooks {
 // later scalars are dropped, and error() tells what happened.
 class SummaryOutput {
  public:
-  explicit SummaryOutput(const std::filesystem::path& output_dir, bool log_line = true)
-      : writer_(EventFileWriterCache::get(output_dir)), output_dir_(output_dir),
+  explicit SummaryOutput(const std::filesystem::path& output_dir, bool log_line = true,
+                         std::optional<EventFileWriterOptions> writer_options = {})
+      : writer_(EventFileWriterCache::get(output_dir, writer_options)), output_dir_(output_dir),
         log_line_(log_line) {}
 
   // StepCounterHook's begin(): a session begins.
@@ -47,8 +52,10 @@ class SummaryOutput {
   void record(std::string_view tag, double steps_per_sec, std::int64_t global_step) {
     if (log_line_) LogOutput{}.record(tag, steps_per_sec, global_step);
     writer_->add_scalar(tag, static_cast<float>(steps_per_sec), global_step);
-    writer_->flush();
   }
+
+  // Writes the scalars waiting to the file now.
+  void flush() { writer_->flush(); }
 
   // The writer's first write failure, or an empty code: see EventFileWriter::error().
   std::error_code error() const { return writer_->error(); }
