@@ -117,6 +117,22 @@ class FileDescriptor {
     }
   }
 
+  // Writes all n bytes at `offset`, leaving the file offset where it was (pwrite(2)).
+  void write_all_at(const void* data, std::size_t n, std::uint64_t offset) {
+    check_file_operation(path_);
+    const auto* bytes = static_cast<const unsigned char*>(data);
+    while (n > 0) {
+      const ::ssize_t written = ::pwrite(fd_, bytes, n, static_cast<::off_t>(offset));
+      if (written < 0) {
+        if (errno == EINTR) continue;
+        throw_file_error("writing", path_, errno);
+      }
+      bytes += written;
+      n -= static_cast<std::size_t>(written);
+      offset += static_cast<std::uint64_t>(written);
+    }
+  }
+
   void sync() {
     check_file_operation(path_);
     int result;
