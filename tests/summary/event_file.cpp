@@ -6,6 +6,7 @@
 #include <runhooks/summary/event_writer.hpp>
 
 #include <doctest/doctest.h>
+#include <support/hook_test_support.hpp>
 
 #include <array>
 #include <atomic>
@@ -36,23 +37,8 @@ using runhooks::SummaryValue;
 namespace {
 
 // A fresh directory per test, removed afterwards, so tests can run in parallel and leave nothing.
-class TempDir {
- public:
-  TempDir() {
-    std::random_device entropy;
-    path_ = fs::temp_directory_path() / ("runhooks-event-file-" + std::to_string(entropy()));
-    fs::create_directories(path_);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  [[nodiscard]] const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
+struct TempDir : hook_test::TempDir {
+  TempDir() : hook_test::TempDir("runhooks-event-file-") {}
 };
 
 // A wall clock that returns the given times, in milliseconds since the epoch, one per call, and

@@ -12,6 +12,7 @@
 #include <runhooks/summary/event_writer.hpp>
 
 #include <doctest/doctest.h>
+#include <support/hook_test_support.hpp>
 
 #include <chrono>
 #include <cmath>
@@ -43,23 +44,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::random_device entropy;
-    path_ = fs::temp_directory_path() / ("runhooks-event-flush-" + std::to_string(entropy()));
-    fs::create_directories(path_);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  [[nodiscard]] const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
+// A fresh directory per test, removed afterwards, so tests can run in parallel and leave nothing.
+struct TempDir : hook_test::TempDir {
+  TempDir() : hook_test::TempDir("runhooks-event-flush-") {}
 };
 
 std::string read_bytes(const fs::path& path) {

@@ -1,4 +1,4 @@
-// Shared by the tests of the hooks of issue 12: a temporary directory, running a tool script of
+// Shared by the tests of the hooks and the event files: a temporary directory, running a tool script of
 // the source tree, and reading a whole file.
 #pragma once
 
