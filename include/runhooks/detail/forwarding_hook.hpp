@@ -1,6 +1,6 @@
 // forwarding_hook: the hook points of a wrapper that passes each call on to the hook it wraps
-// (Conditional, MpiVoted, MpiChiefOnly), defining exactly the points the wrapped hook defines.
-// Needs no MPI: it lives with the core's details.
+// (Conditional, Voted, ChiefOnly and their MPI forms), defining exactly the points the wrapped
+// hook defines. Needs no engine: it lives with the core's details.
 #pragma once
 
 #include <runhooks/detail/config.hpp>
@@ -18,7 +18,7 @@ namespace runhooks::detail {
 // member named like a point the hook lacks would be reported by the session as a point that
 // does not fit. Derived provides:
 //   Hook& inner();                       the wrapped hook
-//   bool forwarding() const;             false: skip the call (MpiChiefOnly on other ranks)
+//   bool forwarding() const;             false: skip the call (ChiefOnly on other ranks)
 //   decltype(auto) context(Ctx& ctx);    what the wrapped hook sees as its run context
 template <class Derived, class Hook, bool = names_begin<Hook>>
 struct forward_begin {};
@@ -57,14 +57,24 @@ struct forward_after_create_session<Derived, Hook, true> {
   }
 };
 
+// Whether a wrapper is MPI's named form (MpiChiefOnly), so that its error says that name;
+// specialized by <runhooks/mpi/mpi_chief_only.hpp>.
+template <class Wrapper>
+inline constexpr bool is_mpi_chief_only = false;
+
 // SessionRunArgs<Fetch<K>...> with every fetch switched off: what a skipped before_run returns,
-// so the step's merged type does not depend on the rank. A feed cannot be skipped.
-template <class Args>
+// so the step's merged type does not depend on the rank. A feed cannot be skipped. Wrapper is
+// the wrapper that skips the call, named in the error.
+template <class Args, class Wrapper = void>
 struct disabled_request;
-template <class... Items>
-struct disabled_request<SessionRunArgs<Items...>> {
-  static_assert((... && is_fetch<Items>),
+template <class... Items, class Wrapper>
+struct disabled_request<SessionRunArgs<Items...>, Wrapper> {
+  static_assert(!is_mpi_chief_only<Wrapper> || (... && is_fetch<Items>),
                 "runhooks: a hook whose calls are skipped on some ranks (MpiChiefOnly) must not "
+                "feed the backend: the other ranks' steps would miss the feed. Feed from a hook "
+                "every rank runs.");
+  static_assert(is_mpi_chief_only<Wrapper> || (... && is_fetch<Items>),
+                "runhooks: a hook whose calls are skipped on some ranks (ChiefOnly) must not "
                 "feed the backend: the other ranks' steps would miss the feed. Feed from a hook "
                 "every rank runs.");
   static constexpr SessionRunArgs<Items...> get() {
@@ -91,7 +101,7 @@ struct forward_before_run<Derived, Hook, true> {
       if (self.forwarding()) self.inner().before_run(context);
     } else {
       if (self.forwarding()) return self.inner().before_run(context);
-      return disabled_request<std::remove_cvref_t<Result>>::get();
+      return disabled_request<std::remove_cvref_t<Result>, D>::get();
     }
   }
 };

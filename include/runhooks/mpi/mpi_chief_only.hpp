@@ -1,4 +1,6 @@
-// MpiChiefOnly: a hook that runs on the chief (rank 0) only, as TensorFlow's chief_only_hooks.
+// MpiChiefOnly: a hook that runs on the chief (rank 0) only, as TensorFlow's chief_only_hooks: the
+// rule of ChiefOnly (<runhooks/distributed/chief_only.hpp>), with the chief found from an MPI
+// communicator.
 #pragma once
 
 #include <runhooks/detail/config.hpp>
@@ -7,8 +9,7 @@
 
 #include <utility>
 
-#include <runhooks/concepts.hpp>
-#include <runhooks/detail/forwarding_hook.hpp>
+#include <runhooks/distributed/chief_only.hpp>
 #include <runhooks/mpi/mpi_environment.hpp>
 
 namespace runhooks {
@@ -20,26 +21,18 @@ namespace runhooks {
 // rank computes what it would not use. A wrapped hook may not feed the backend: the other ranks
 // would miss the feed (a compile error).
 template <class Hook>
-class MpiChiefOnly
-    : public detail::forwarding_hook<MpiChiefOnly<Hook>, detail::unwrap_hook_t<Hook>> {
+class MpiChiefOnly : public detail::chief_only_base<MpiChiefOnly<Hook>, Hook> {
  public:
   // The chief is rank 0 of comm.
   explicit MpiChiefOnly(Hook hook, MPI_Comm comm = MPI_COMM_WORLD)
       : MpiChiefOnly(std::move(hook), MpiEnvironment::rank(comm) == 0) {}
-  MpiChiefOnly(Hook hook, bool is_chief) : hook_(std::move(hook)), chief_(is_chief) {}
-
-  bool is_chief() const noexcept { return chief_; }
-
-  detail::unwrap_hook_t<Hook>& inner() noexcept { return detail::unwrap(hook_); }
-  bool forwarding() const noexcept { return chief_; }
-  template <class Ctx>
-  Ctx& context(Ctx& run_context) const noexcept {
-    return run_context;
-  }
-
- private:
-  Hook hook_;
-  bool chief_;
+  MpiChiefOnly(Hook hook, bool is_chief)
+      : detail::chief_only_base<MpiChiefOnly<Hook>, Hook>(std::move(hook), is_chief) {}
 };
+
+namespace detail {
+template <class Hook>
+inline constexpr bool is_mpi_chief_only<MpiChiefOnly<Hook>> = true;
+}  // namespace detail
 
 }  // namespace runhooks

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <utility>
 
+#include <runhooks/detail/describe_exception.hpp>
 #include <runhooks/error.hpp>
 
 namespace runhooks {
@@ -28,8 +29,9 @@ class MpiError : public Error {
 namespace detail {
 
 inline constinit int mpi_environments = 0;  // MpiEnvironment objects alive in this process
-// Set by an MpiStopVoteHook whose session ended by an exception before end(), so that
-// ~MpiEnvironment aborts the job rather than finalize while other ranks wait for this one.
+// Set by an MpiStopVoteHook whose session ended by an exception before end() (through
+// MpiCollective::abandon), so that ~MpiEnvironment aborts the job rather than finalize while
+// other ranks wait for this one.
 inline constinit bool mpi_vote_left_by_exception = false;
 
 inline int mpi_world_rank() noexcept {
@@ -62,18 +64,6 @@ inline void mpi_check(int rc, const char* call) {
   if (MPI_Error_string(rc, text, &length) != MPI_SUCCESS) length = 0;
   throw MpiError("runhooks: " + std::string(call) + " failed on " + mpi_who() + ": " +
                  std::string(text, static_cast<std::size_t>(length)));
-}
-
-inline std::string describe_current_exception() {
-  const std::exception_ptr error = std::current_exception();
-  if (!error) return "no exception";
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception not derived from std::exception";
-  }
 }
 
 // A duplicate of a communicator, freed with it: runhooks' own collectives and windows never

@@ -1,42 +1,28 @@
 // MpiStopVoteHook: one stop decision for every rank of an MPI job. A stop wanted on any rank (a
 // hook, a signal, the coordinator, mpi_request_stop()) stops every rank after the same step,
-// with every rank issuing the same sequence of collectives, so none is left waiting in one.
+// with every rank issuing the same sequence of collectives, so none is left waiting in one. The
+// rule is StopVoteHook's (<runhooks/distributed/stop_vote_hook.hpp>) on an MpiCollective; this
+// header gives it its MPI names.
 #pragma once
 
 #include <runhooks/detail/config.hpp>
 
 #include <mpi.h>
 
-#include <algorithm>
-#include <atomic>
-#include <bit>
-#include <chrono>
 #include <cstdint>
-#include <stdexcept>
-#include <stop_token>
-#include <string>
 #include <utility>
 
-#include <runhooks/coordinator.hpp>
-#include <runhooks/detail/checked.hpp>
-#include <runhooks/detail/forwarding_hook.hpp>
+#include <runhooks/distributed/stop_vote_hook.hpp>
+#include <runhooks/mpi/mpi_collective.hpp>
 #include <runhooks/mpi/mpi_environment.hpp>
 
 namespace runhooks {
 
-namespace detail {
-// The process's ballot: set from any thread or a signal handler (a lock-free atomic store is
-// async-signal-safe), read by the vote at its next round.
-inline constinit std::atomic<bool> mpi_stop_ballot{false};
-static_assert(std::atomic<bool>::is_always_lock_free);
-}  // namespace detail
-
 // Asks every rank to stop, through this process's MpiStopVoteHook: the ranks stop together after
-// the step of its next vote. Async-signal-safe; callable from any thread.
-inline void mpi_request_stop() noexcept {
-  detail::mpi_stop_ballot.store(true, std::memory_order_relaxed);
-}
+// the step of its next vote. Async-signal-safe; callable from any thread. (cast_stop_vote().)
+inline void mpi_request_stop() noexcept { cast_stop_vote(); }
 
+// StopVoteOptions under its MPI name (errors say MpiStopVoteOptions::...).
 struct MpiStopVoteOptions {
   // When the ranks vote: after every every_n_steps-th step, or, with 0, about every every_n_secs
   // seconds (the number of steps between votes follows the slowest rank's measured step time,
@@ -51,292 +37,48 @@ struct MpiStopVoteOptions {
   // std::invalid_argument naming the option and its value for a negative every_n_steps, or an
   // every_n_secs that is not a duration greater than 0 (when used).
   const MpiStopVoteOptions& validate() const {
-    if (every_n_steps < 0)
-      throw std::invalid_argument(
-          "runhooks: MpiStopVoteOptions::every_n_steps must be at least 0 (0: by time), got " +
-          std::to_string(every_n_steps) + ".");
-    if (every_n_steps == 0)
-      detail::checked_secs("MpiStopVoteOptions::every_n_secs", every_n_secs, 0.0,
-                           /*min_exclusive=*/true);
+    StopVoteOptions(*this).validate("MpiStopVoteOptions");
     return *this;
   }
+  operator StopVoteOptions() const noexcept {
+    return {.every_n_steps = every_n_steps, .every_n_secs = every_n_secs, .pipelined = pipelined};
+  }
 };
 
-// The vote. Put it last in the session on every rank, with the same options. At a vote step its
-// after_run() reads what this rank wants (a stop requested by any hook earlier in this step, a
-// vote cast with mpi_request_stop() or by a hook wrapped in MpiVoted, a stopped coordinator),
-// takes the logical OR over all ranks with one MPI_Allreduce (MPI_Iallreduce when pipelined) on
-// a duplicate of the communicator, and requests the stop on every rank when any rank wants it.
-// On other steps after_run() costs an increment, a load and two compares: no clock, no MPI.
-//
-// What stops every rank after the same step: a vote cast with any rhythm (mpi_request_stop(), a
-// hook wrapped in MpiVoted such as MpiVoted(SignalStopHook())); a stop that a hook requests
-// directly on its run context, either with a vote after every step (every_n_steps = 1, not
-// pipelined) or when every rank requests it at the same step (StopAtStepHook on a data-parallel
-// local step). Any other way out of the loop is final for that rank alone (a direct request on
-// one rank between votes, the caller's request_stop(), a coordinator the session polls, the input
-// running out): the rank takes part at once in the next round, voting to stop, and leaves; the
-// others stop at that round's vote step, so no rank waits for it in a vote. Asynchronous workers
-// need nothing more. Ranks in lockstep (a gradient allreduce in every step) would wait for the
-// leaver in that allreduce: there, wrap rank-local stop rules (a NaN check, early stopping,
-// signals) in MpiVoted.
-//
-// A rank that leaves the session by an exception (no end()) must end the job, since the others
-// may be waiting for it in a vote: with an MpiEnvironment alive, the destructor leaves that to
-// whoever reports the exception (mpi_run_or_abort, the terminate handler) or, if the program
-// catches it, to ~MpiEnvironment, which aborts instead of finalizing; without one it calls
-// mpi_abort_job at once. Construction is collective (MPI_Comm_dup), and begin() checks, with one
-// allreduce, that every rank votes on the same steps (an MpiError on every rank otherwise).
-class MpiStopVoteHook {
+// The vote on MPI: StopVoteHook on an MpiCollective of `comm` (duplicated, so construction is
+// collective). Put it last in the session on every rank, with the same options. A vote is one
+// MPI_Allreduce of 16 bytes (MPI_Iallreduce when pipelined); see StopVoteHook for what stops
+// every rank after the same step. A rank that leaves the session by an exception (no end()) ends
+// the job: with an MpiEnvironment alive, the destructor leaves that to whoever reports the
+// exception (mpi_run_or_abort, the terminate handler) or, if the program catches it, to
+// ~MpiEnvironment, which aborts instead of finalizing; without one it calls mpi_abort_job at once.
+// Ranks whose options differ get an MpiError from begin().
+class MpiStopVoteHook : public StopVoteHook<MpiCollective> {
  public:
   explicit MpiStopVoteHook(MpiStopVoteOptions options = {}, MPI_Comm comm = MPI_COMM_WORLD)
-      : options_((options.validate(), std::move(options))), comm_(comm) {}
+      : StopVoteHook<MpiCollective>(MpiCollective((options.validate(), comm)), options,
+                                    "MpiStopVoteHook"),
+        mpi_options_(options) {}
 
-  MpiStopVoteHook(MpiStopVoteHook&& other) noexcept
-      : options_(std::move(other.options_)), comm_(std::move(other.comm_)) {}
-  MpiStopVoteHook& operator=(MpiStopVoteHook&&) = delete;
-
-  ~MpiStopVoteHook() {
-    if (!armed_ || finished_) return;
-    if (detail::mpi_environments > 0)
-      detail::mpi_vote_left_by_exception = true;
-    else
-      mpi_abort_job(
-          "MpiStopVoteHook: the session ended without end() (by an exception?) while the other "
-          "ranks may wait for this one in a stop vote");
-  }
-
-  void begin() {
-    // Every rank must vote on the same steps: the maximum of each option and of its negation
-    // (its minimum) must agree. every_n_secs, when used, as its bits: the bits of a positive
-    // double are a positive int64.
-    const std::int64_t rhythm[3] = {
-        options_.every_n_steps,
-        options_.every_n_steps == 0 ? std::bit_cast<std::int64_t>(options_.every_n_secs) : 0,
-        options_.pipelined ? 1 : 0};
-    std::int64_t send[6], receive[6];
-    for (int i = 0; i < 3; ++i) {
-      send[2 * i] = rhythm[i];
-      send[2 * i + 1] = -rhythm[i];
-    }
-    detail::mpi_check(MPI_Allreduce(send, receive, 6, MPI_INT64_T, MPI_MAX, comm_.get()),
-                      "MPI_Allreduce");
-    for (int i = 0; i < 3; ++i)
-      if (receive[2 * i] != -receive[2 * i + 1])
-        throw MpiError("runhooks: " + detail::mpi_who() +
-                       ": MpiStopVoteHook's options (every_n_steps, every_n_secs, pipelined) "
-                       "differ between ranks; every rank must vote on the same steps.");
-    detail::mpi_stop_ballot.store(false, std::memory_order_relaxed);
-    steps_ = rounds_ = 0;
-    interval_ = options_.every_n_steps > 0 ? options_.every_n_steps : 1;
-    next_vote_ = interval_;
-    agreed_ = finished_ = false;
-    armed_ = true;
-  }
-
-  template <class Backend>
-  void after_create_session(Backend&, const Coordinator& coord) {
-    coord_stop_ = coord.stop_token();
-    last_vote_exit_ = vote_entry_ = std::chrono::steady_clock::now();
-  }
-
-  template <class Ctx, class Values>
-  void after_run(Ctx& run_context, const Values&) {
-    ++steps_;
-    const bool direct = run_context.stop_requested();
-    if (steps_ < next_vote_ && !direct) [[likely]]
-      return;
-    if (vote(direct)) run_context.request_stop();
-  }
-
-  // A rank that leaves without an agreed stop (its session was stopped by the coordinator or by
-  // the caller, or the input ran out) takes part in the next round, voting to stop, so that the
-  // others stop too and none waits for it.
-  template <class Backend>
-  void end(Backend&) {
-    if (armed_ && !finished_) {
-      if (options_.every_n_steps == 0) vote_entry_ = std::chrono::steady_clock::now();
-      if (pending_ != MPI_REQUEST_NULL && complete_pending().stop) {
-        agreed_ = true;
-      } else {
-        blocking_round(true);
-      }
-      finished_ = true;
-    }
-    armed_ = false;
-  }
-
-  // Casts this rank's vote to stop (as mpi_request_stop() does).
-  void request_stop() noexcept { mpi_request_stop(); }
-
-  // Rounds this rank took part in (the same on every rank when the job ends), steps it ran, and
-  // whether the ranks agreed to stop (false for a rank that left on its own).
-  std::int64_t rounds() const noexcept { return rounds_; }
-  std::int64_t steps() const noexcept { return steps_; }
-  bool agreed() const noexcept { return agreed_; }
-  // Steps between this rank's votes now (follows the step time in by-time mode).
-  std::int64_t interval() const noexcept { return interval_; }
-  const MpiStopVoteOptions& options() const noexcept { return options_; }
+  const MpiStopVoteOptions& options() const noexcept { return mpi_options_; }
 
  private:
-  struct Outcome {
-    bool stop;
-    std::int64_t slowest_ns;  // the slowest rank's time for the steps of the round
-  };
-
-  bool wants_stop(bool direct) const noexcept {
-    return direct || detail::mpi_stop_ballot.load(std::memory_order_relaxed) ||
-           coord_stop_.stop_requested();
-  }
-
-  [[gnu::noinline]] bool vote(bool direct) {
-    if (options_.every_n_steps == 0) vote_entry_ = std::chrono::steady_clock::now();
-    const bool stop = vote_now(direct);
-    if (options_.every_n_steps == 0) last_vote_exit_ = std::chrono::steady_clock::now();
-    return stop;
-  }
-
-  bool vote_now(bool direct) {
-    const bool local = wants_stop(direct);
-    if (!options_.pipelined) {
-      const Outcome outcome = blocking_round(local);
-      finished_ = outcome.stop;
-      agreed_ = outcome.stop;
-      return outcome.stop;
-    }
-    if (pending_ != MPI_REQUEST_NULL) {
-      if (complete_pending().stop) {
-        finished_ = agreed_ = true;
-        return true;
-      }
-    }
-    if (direct) {  // final for this rank: take part in the next round now and leave
-      blocking_round(true);
-      finished_ = agreed_ = true;
-      return true;
-    }
-    start_round(local);
-    return false;
-  }
-
-  // The round's payload: the stop wish, and in by-time mode the time this rank spent stepping
-  // between its last two votes (their MPI time left out: counting a slow round's wait would
-  // shrink the interval, making rounds more frequent and slower still).
-  void fill(bool stop) {
-    std::int64_t elapsed = 0;
-    if (options_.every_n_steps == 0)
-      elapsed =
-          std::chrono::duration_cast<std::chrono::nanoseconds>(vote_entry_ - last_vote_exit_)
-              .count();
-    send_[0] = stop ? 1 : 0;
-    send_[1] = elapsed;
-    round_interval_ = interval_;
-  }
-
-  // A round completed at once. Pipelined, it is an MPI_Iallreduce too: a blocking collective
-  // never matches a nonblocking one (MPI-3.1 §5.12), and another rank's matching round may be
-  // its ordinary nonblocking one.
-  Outcome blocking_round(bool stop) {
-    if (options_.pipelined) {
-      start_round(stop);
-      return complete_pending();
-    }
-    fill(stop);
-    detail::mpi_check(MPI_Allreduce(send_, receive_, 2, MPI_INT64_T, MPI_MAX, comm_.get()),
-                      "MPI_Allreduce");
-    return finish_round();
-  }
-
-  void start_round(bool stop) {
-    fill(stop);
-    detail::mpi_check(
-        MPI_Iallreduce(send_, receive_, 2, MPI_INT64_T, MPI_MAX, comm_.get(), &pending_),
-        "MPI_Iallreduce");
-    schedule(round_interval_);  // the next vote step, where this round completes
-  }
-
-  Outcome complete_pending() {
-    detail::mpi_check(MPI_Wait(&pending_, MPI_STATUS_IGNORE), "MPI_Wait");
-    return finish_round();
-  }
-
-  Outcome finish_round() {
-    ++rounds_;
-    const Outcome outcome{receive_[0] != 0, receive_[1]};
-    if (options_.every_n_steps == 0) {
-      // Integer arithmetic on the same reduced values: every rank computes the same interval.
-      const std::int64_t per_step = std::max<std::int64_t>(1, outcome.slowest_ns / round_interval_);
-      const std::int64_t target =
-          static_cast<std::int64_t>(options_.every_n_secs * 1e9) / per_step;
-      interval_ = std::clamp<std::int64_t>(target, 1, std::min(round_interval_ * 8, max_interval));
-    }
-    if (!options_.pipelined) schedule(interval_);
-    return outcome;
-  }
-
-  void schedule(std::int64_t interval) { next_vote_ = detail::saturating_add(steps_, interval); }
-
-  static constexpr std::int64_t max_interval = std::int64_t{1} << 24;
-
-  MpiStopVoteOptions options_;
-  detail::MpiComm comm_;
-  std::stop_token coord_stop_;
-  std::int64_t steps_ = 0;
-  std::int64_t next_vote_ = 1;
-  std::int64_t interval_ = 1;
-  std::int64_t round_interval_ = 1;
-  std::int64_t rounds_ = 0;
-  std::chrono::steady_clock::time_point vote_entry_{};      // by-time mode only
-  std::chrono::steady_clock::time_point last_vote_exit_{};
-  MPI_Request pending_ = MPI_REQUEST_NULL;
-  std::int64_t send_[2] = {0, 0};
-  std::int64_t receive_[2] = {0, 0};
-  bool armed_ = false;
-  bool finished_ = false;
-  bool agreed_ = false;
+  MpiStopVoteOptions mpi_options_;
 };
 
-// What a hook wrapped in MpiVoted sees as its run context: the session's, except that
-// request_stop() casts this rank's vote (mpi_request_stop()) instead of stopping this rank at once.
+// What a hook wrapped in MpiVoted sees as its run context (VotedRunContext).
 template <class Ctx>
-class MpiVotedRunContext {
- public:
-  explicit MpiVotedRunContext(Ctx& context) noexcept : context_(&context) {}
-  decltype(auto) original_args() const noexcept { return context_->original_args(); }
-  auto& session() const noexcept { return context_->session(); }
-  void request_stop() noexcept { mpi_request_stop(); }
-  bool stop_requested() const noexcept {
-    return context_->stop_requested() || detail::mpi_stop_ballot.load(std::memory_order_relaxed);
-  }
-  std::int64_t global_step()
-    requires requires(Ctx& c) { c.global_step(); }
-  {
-    return context_->global_step();
-  }
+using MpiVotedRunContext = VotedRunContext<Ctx>;
 
- private:
-  Ctx* context_;
-};
-
-// A hook whose stop requests go to the vote: it sees every hook point as it would unwrapped, but
-// its run_context.request_stop() casts this rank's vote, so that all ranks stop together after
-// the next vote rather than this rank alone now. For stop rules that one rank may trigger on its
-// own (a NaN loss, early stopping on local data, a signal) under a vote that is not after every
-// step. Costs nothing beyond the wrapped hook's own calls.
+// A hook whose stop requests go to the vote (Voted, under its MPI name): its
+// run_context.request_stop() casts this rank's vote, so that all ranks stop together after the
+// next vote rather than this rank alone now. For stop rules that one rank may trigger on its own
+// (a NaN loss, early stopping on local data, a signal) under a vote that is not after every step.
+// Costs nothing beyond the wrapped hook's own calls.
 template <class Hook>
-class MpiVoted : public detail::forwarding_hook<MpiVoted<Hook>, detail::unwrap_hook_t<Hook>> {
+class MpiVoted : public Voted<Hook> {
  public:
-  explicit MpiVoted(Hook hook) : hook_(std::move(hook)) {}
-
-  detail::unwrap_hook_t<Hook>& inner() noexcept { return detail::unwrap(hook_); }
-  static constexpr bool forwarding() noexcept { return true; }
-  template <class Ctx>
-  MpiVotedRunContext<Ctx> context(Ctx& run_context) const noexcept {
-    return MpiVotedRunContext<Ctx>(run_context);
-  }
-
- private:
-  Hook hook_;
+  explicit MpiVoted(Hook hook) : Voted<Hook>(std::move(hook)) {}
 };
 
 }  // namespace runhooks

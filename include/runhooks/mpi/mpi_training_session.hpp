@@ -11,7 +11,9 @@
 #include <utility>
 
 #include <runhooks/concepts.hpp>
+#include <runhooks/distributed/chief_state_hook.hpp>
 #include <runhooks/hooks/signal_stop_hook.hpp>
+#include <runhooks/mpi/mpi_collective.hpp>
 #include <runhooks/mpi/mpi_environment.hpp>
 #include <runhooks/mpi/mpi_session_creator.hpp>
 #include <runhooks/mpi/mpi_stop_vote_hook.hpp>
@@ -25,32 +27,19 @@ struct MpiTrainingOptions {
   MpiStopVoteOptions vote{};    // the rhythm of the stop vote
 };
 
-// Sends the chief's state to the other ranks when the session is created: in
-// after_create_session, after the chief's session creator restored its checkpoint and before any
-// step (see MpiSessionCreator, which does the same from the session creator). Collective: every
-// rank's session has it. A second creation (a recovery, which would happen on one rank alone) is
-// an MpiError: an MPI job does not recover one rank; it ends, and its rerun resumes. A backend that
-// is not Checkpointable keeps its factory's state on every rank.
-class MpiChiefStateHook {
+// Sends the chief's state to the other ranks when the session is created: ChiefStateHook
+// (<runhooks/distributed/chief_state_hook.hpp>) on an MpiCollective of `comm`, waiting at most
+// MpiSessionOptions::max_wait_secs. In after_create_session, after the chief's session creator
+// restored its checkpoint and before any step (see MpiSessionCreator, which does the same from
+// the session creator). Collective: every rank's session has it. A second creation (a recovery,
+// which would happen on one rank alone) is an MpiError: an MPI job does not recover one rank; it
+// ends, and its rerun resumes. A backend that is not Checkpointable keeps its factory's state on
+// every rank.
+class MpiChiefStateHook : public ChiefStateHook<MpiCollective> {
  public:
   explicit MpiChiefStateHook(MpiSessionOptions options = {}, MPI_Comm comm = MPI_COMM_WORLD)
-      : options_(options.validate()), comm_(comm) {}
-
-  template <class Backend>
-  void after_create_session(Backend& session) {
-    if (created_)
-      throw MpiError("runhooks: " + detail::mpi_who() +
-                     ": the backend was re-created on this rank alone (a recovery), which would "
-                     "break every rank's sequence of collectives; rerun the job to resume from "
-                     "the chief's checkpoint.");
-    created_ = true;
-    detail::share_chief_state(session, comm_.get(), options_.max_wait_secs, [] {});
-  }
-
- private:
-  MpiSessionOptions options_;
-  detail::MpiComm comm_;
-  bool created_ = false;
+      : ChiefStateHook<MpiCollective>(MpiCollective((options.validate(), comm)),
+                                      options.max_wait_secs, "MpiSessionOptions::max_wait_secs") {}
 };
 
 // make_training_session(options, factory, args...) for every rank of MPI_COMM_WORLD:
