@@ -8,7 +8,14 @@
 //   sync save            CheckpointSaverHook's synchronous save: the step of a MonitoredSession
 //                        that saves, i.e. the backend's FlatArrayWriter under a staging name,
 //                        fsync, hard link, directory fsync, the state file (temporary, fsync,
-//                        rename, directory fsync), the checkpoint that retention drops deleted
+//                        rename, directory fsync); the checkpoint that retention drops is deleted
+//                        on a thread of its own after the step (not timed; waited for before the
+//                        next contestant)
+//   manager, delete now  the same save through CheckpointManager::save with DeleteDropped::now:
+//                        the dropped checkpoint's unlink inside the timed save, as the hook's
+//                        synchronous save did before
+//   manager, background  CheckpointManager::save with DeleteDropped::in_background (the hook's
+//                        way), without the session around it
 //   sync save, v1        the same with format version 1's writer (Boost.CRC's CRC-32 over the
 //                        whole array, then one write): what runhooks did before
 //   torch.save           with --torch-python PY: torch.save of a 64 MiB float32 tensor to a
@@ -404,7 +411,34 @@ int main(int argc, char** argv) {
     });
   add("FlatArrayWriter+fsync",
       [&] { return flat_arrays_fsync(dir.path / "alone.arrays", *parameters); });
-  add("sync save (CRC-32C, v2)", [&] { return timed_step(session); });
+  add("sync save (CRC-32C, v2)", [&] {
+    const double ms = timed_step(session);
+    while (session.hook<0>().manager().deleting()) std::this_thread::yield();
+    return ms;
+  });
+  // The same writer straight through a manager, the dropped checkpoint deleted in the save or not.
+  std::int64_t manager_step = 0;
+  auto manager_save = [&, writer = BigBackend<false>{parameters}](
+                                runhooks::CheckpointManager& manager,
+                                runhooks::DeleteDropped deletion) mutable {
+    writer.step = ++manager_step;
+    const auto start = Clock::now();
+    manager.save(writer.step, 1.0e9 + static_cast<double>(writer.step),
+                 [&](const fs::path& prefix) { writer.save(prefix); }, deletion);
+    const double ms = ms_since(start);
+    manager.wait_for_deletions();
+    return ms;
+  };
+  runhooks::CheckpointManager now_manager({.checkpoint_dir = dir.path / "now", .max_to_keep = 2});
+  runhooks::CheckpointManager background_manager(
+      {.checkpoint_dir = dir.path / "background", .max_to_keep = 2});
+  for (int i = 0; i < 2; ++i) {  // retention keeps 2: from here on every save drops one
+    manager_save(now_manager, runhooks::DeleteDropped::now);
+    manager_save(background_manager, runhooks::DeleteDropped::now);
+  }
+  add("manager, delete now", [&] { return manager_save(now_manager, runhooks::DeleteDropped::now); });
+  add("manager, delete in background",
+      [&] { return manager_save(background_manager, runhooks::DeleteDropped::in_background); });
   add("sync save (CRC-32, v1)", [&] { return timed_step(session_v1); });
   if (torch) add("torch.save+fsync+rename", [&] { return torch->save(dir.path / "model.pt"); });
   add(
@@ -444,10 +478,12 @@ int main(int argc, char** argv) {
   // Every writer's file reads back.
   session.close();  // releases the directories
   session_v1.close();
+  now_manager.close();
+  background_manager.close();
   if (only.empty()) {
     const runhooks::FlatArrayReader alone(dir.path / "alone.arrays");
     if (alone.get<float>("parameters") != *parameters) die("alone.arrays does not read back");
-    for (const char* sub : {"v2", "v1"}) {
+    for (const char* sub : {"v2", "v1", "now", "background"}) {
       runhooks::CheckpointManager manager({.checkpoint_dir = dir.path / sub});
       manager.open(0.0);
       const runhooks::FlatArrayReader in(manager.latest()->string() + ".arrays");
@@ -474,11 +510,11 @@ int main(int argc, char** argv) {
     if (c.name.rfind("dd ", 0) == 0) yardsticks.emplace_back("/dd", &c);
     if (c.name.rfind("torch.save", 0) == 0) yardsticks.emplace_back("/torch", &c);
   }
-  std::printf("  %-28s %8s  [%7s %7s]", "", "median", "q1", "q3");
+  std::printf("  %-31s %8s  [%7s %7s]", "", "median", "q1", "q3");
   for (const auto& [title, yardstick] : yardsticks) std::printf("  %6s", title.c_str());
   std::printf("\n");
   for (const Contestant& c : contestants) {
-    std::printf("  %-28s %8.1f  [%7.1f %7.1f]", c.name.c_str(), median(c.ms),
+    std::printf("  %-31s %8.1f  [%7.1f %7.1f]", c.name.c_str(), median(c.ms),
                 quantile(c.ms, 0.25), quantile(c.ms, 0.75));
     for (const auto& [title, yardstick] : yardsticks)
       std::printf("  %5.2fx", ratio_to(c, *yardstick));

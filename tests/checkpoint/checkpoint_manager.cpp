@@ -1,13 +1,16 @@
 // CheckpointManager: TensorFlow's names and retention (Saver's max_to_keep and
 // keep_checkpoint_every_n_hours), the atomic commit, retention across restarts, re-saving a step
 // the state already names, and the clean-up of what a killed save leaves. Killing real processes
-// mid-save is tests/checkpoint/checkpoint_faults.cpp.
+// mid-save is tests/checkpoint/checkpoint_faults.cpp. Dropped checkpoints deleted in the background
+// (DeleteDropped::in_background): after the commit, before the next operation.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <runhooks/checkpoint/checkpoint_manager.hpp>
@@ -265,4 +268,72 @@ TEST_CASE("checkpoint manager: bad options and unusable directories") {
   CheckpointManager created({.checkpoint_dir = dir / "a" / "b" / "c"});
   created.open(0.0);
   CHECK(std::filesystem::is_directory(dir / "a" / "b" / "c"));
+}
+
+TEST_CASE("checkpoint manager: DeleteDropped::in_background commits, returns, and leaves the "
+          "dropped checkpoint to a thread that the next save waits for") {
+  TempDir dir;
+  CheckpointManager manager({.checkpoint_dir = dir.path, .max_to_keep = 2});
+  save(manager, 1);
+  save(manager, 2);
+  ckpt::OtherThreadsGate gate;  // holds the deleter at its first unlink
+  manager.save(3, 1000.0, ckpt::arrays_writer(3), runhooks::DeleteDropped::in_background);
+  // Committed: the state names 2 and 3 and records 1 as pending; 1's file is still there.
+  CHECK(ckpt::named_checkpoints(dir.path) == Names{"model.ckpt-2", "model.ckpt-3"});
+  CHECK(runhooks::read_checkpoint_state(dir.path)->pending_deletions == Names{"model.ckpt-1"});
+  CHECK(arrays_files(dir) == Names{"model.ckpt-1.arrays", "model.ckpt-2.arrays", "model.ckpt-3.arrays"});
+  gate.wait_held(1);
+  CHECK(manager.deleting());
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    gate.release();
+  });
+  save(manager, 4);  // waits for the deletion of 1 before it touches the directory; drops 2 now
+  releaser.join();
+  CHECK(gate.owner_while_held() == 0);
+  CHECK_FALSE(manager.deleting());
+  CHECK(arrays_files(dir) == Names{"model.ckpt-3.arrays", "model.ckpt-4.arrays"});
+  // The state save 4 committed knew 1 was gone (and 2, deleted after that commit, pending);
+  // close() records that nothing is.
+  CHECK(runhooks::read_checkpoint_state(dir.path)->pending_deletions == Names{"model.ckpt-2"});
+  manager.close();
+  CHECK(runhooks::read_checkpoint_state(dir.path)->pending_deletions.empty());
+}
+
+TEST_CASE("checkpoint manager: close() waits for a deletion in the background and records it") {
+  TempDir dir;
+  {
+    CheckpointManager manager({.checkpoint_dir = dir.path, .max_to_keep = 1});
+    save(manager, 1);
+    ckpt::OtherThreadsGate gate;
+    manager.save(2, 1000.0, ckpt::arrays_writer(2), runhooks::DeleteDropped::in_background);
+    gate.wait_held(1);
+    CHECK(arrays_files(dir) == Names{"model.ckpt-1.arrays", "model.ckpt-2.arrays"});
+    gate.release();
+    manager.close();
+    CHECK(arrays_files(dir) == Names{"model.ckpt-2.arrays"});
+    CHECK(runhooks::read_checkpoint_state(dir.path)->pending_deletions.empty());
+  }
+  CHECK(ckpt::named_checkpoints(dir.path) == Names{"model.ckpt-2"});
+}
+
+TEST_CASE("checkpoint manager: a dropped file the deleter cannot remove stays pending, and the "
+          "next save removes it") {
+  ckpt::CapturedLog log;
+  TempDir dir;
+  CheckpointManager manager({.checkpoint_dir = dir.path, .max_to_keep = 1});
+  save(manager, 1);
+  {
+    ckpt::OtherThreadsGate gate;
+    gate.refuse_others();  // the deleter's unlink fails
+    manager.save(2, 1000.0, ckpt::arrays_writer(2), runhooks::DeleteDropped::in_background);
+    manager.wait_for_deletions();
+  }
+  CHECK(log.contains("model.ckpt-1.arrays"));
+  CHECK(log.contains("(the next save tries again)"));
+  CHECK(arrays_files(dir) == Names{"model.ckpt-1.arrays", "model.ckpt-2.arrays"});
+  save(manager, 3);
+  CHECK(arrays_files(dir) == Names{"model.ckpt-3.arrays"});
+  manager.close();
+  CHECK(runhooks::read_checkpoint_state(dir.path)->pending_deletions.empty());
 }

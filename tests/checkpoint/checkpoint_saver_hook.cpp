@@ -511,3 +511,25 @@ TEST_CASE("options() and checkpoint_dir() are the settings as given, held by the
   hook.reset();
   check(moved);
 }
+
+TEST_CASE("checkpoint saver: a synchronous save returns once committed; the checkpoint it drops "
+          "is deleted on another thread, done by the next save and by close()") {
+  QuietLog quiet;
+  TempDir dir;
+  runhooks::MonitoredSession session{
+      CheckpointedBackend{},
+      CheckpointSaverHook({.checkpoint_dir = dir.str(), .save_steps = 1, .max_to_keep = 1})};
+  ckpt::OtherThreadsGate gate;  // the training thread's operations pass, any other waits
+  session.run();  // saves 1, drops 0
+  // Committed and durable, while 0's file waits for a thread the step did not wait for.
+  CHECK(latest_step(dir.path) == 1);
+  CHECK(ckpt::named_checkpoints(dir.path) == std::vector<std::string>{"model.ckpt-1"});
+  CHECK(ckpt::files_in_but_events(dir.path) ==
+        std::vector<std::string>{"checkpoint", "model.ckpt-0.arrays", "model.ckpt-1.arrays"});
+  gate.release();
+  session.run();  // saves 2 after the deletion of 0 is done, drops 1
+  session.close();
+  CHECK(ckpt::files_in_but_events(dir.path) ==
+        std::vector<std::string>{"checkpoint", "model.ckpt-2.arrays"});
+  CHECK(runhooks::read_checkpoint_state(dir.path)->pending_deletions.empty());
+}

@@ -22,6 +22,7 @@
 #include <regex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <runhooks/checkpoint/checkpoint_saver_hook.hpp>
@@ -128,6 +129,9 @@ Observed replay_hooked(const tf::Scenario& s) {
       default: FAIL("unexpected action in a hooked_session scenario");
     }
   }
+  // TensorFlow's Saver deletes what retention drops inside the save; runhooks' synchronous save
+  // leaves it to a thread of its own: the directory is read once it is done.
+  while (hook.manager().deleting()) std::this_thread::yield();
   read_directory(dir, observed);
   return observed;
 }
@@ -163,6 +167,7 @@ Observed replay_monitored(const tf::Scenario& s) {
       default: FAIL("unexpected action in a monitored_session scenario");
     }
   }
+  while (session && session->hook<2>().manager().deleting()) std::this_thread::yield();
   read_directory(dir, observed);
   return observed;
 }

@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -157,6 +158,26 @@ struct WriteGate {
     std::unique_lock lock(mutex);
     changed.wait(lock, [&] { return finished >= n; });
   }
+
+  // What a snapshot's write does first: counts itself started, waits while held, then takes the
+  // error set for it, if any. The returned guard counts the write finished when it goes.
+  struct Finish {
+    WriteGate& gate;
+    ~Finish() {
+      {
+        std::lock_guard lock(gate.mutex);
+        ++gate.finished;
+      }
+      gate.changed.notify_all();
+    }
+  };
+  [[nodiscard]] std::optional<std::string> pass() {
+    std::unique_lock lock(mutex);
+    ++started;
+    changed.notify_all();
+    changed.wait(lock, [&] { return !held; });
+    return std::exchange(error, std::nullopt);
+  }
 };
 
 // A CheckpointedBackend that is also Snapshottable: snapshot() copies step and var, and the copy's
@@ -171,24 +192,8 @@ struct SnapshotBackend : CheckpointedBackend {
     std::shared_ptr<WriteGate> gate;
 
     void write(const fs::path& prefix) const {
-      std::optional<std::string> error;
-      {
-        std::unique_lock lock(gate->mutex);
-        ++gate->started;
-        gate->changed.notify_all();
-        gate->changed.wait(lock, [&] { return !gate->held; });
-        error = std::exchange(gate->error, std::nullopt);
-      }
-      struct Finish {
-        WriteGate& g;
-        ~Finish() {
-          {
-            std::lock_guard lock(g.mutex);
-            ++g.finished;
-          }
-          g.changed.notify_all();
-        }
-      } finish{*gate};
+      const std::optional<std::string> error = gate->pass();
+      const WriteGate::Finish finish{*gate};
       if (error) throw std::runtime_error(*error);
       runhooks::FlatArrayWriter out(prefix.string() + ".arrays");
       out.add("global_step", step);
@@ -199,6 +204,54 @@ struct SnapshotBackend : CheckpointedBackend {
   Snapshot snapshot() const {
     ++*snapshots;
     return Snapshot{step, var, gate};
+  }
+};
+
+// A CheckpointedBackend that fills the snapshot the hook keeps (SnapshottableInPlace), and has
+// the by-value snapshot() as well, which the hook must not use. Records which Snapshot object
+// each snapshot(into) filled, and what it held before (the step of the previous fill, or -1 for a
+// new one). The write passes through the gate.
+struct InPlaceBackend : CheckpointedBackend {
+  struct Snapshot {
+    std::int64_t step = -1;
+    std::vector<double> vars;  // `var`, repeated: a buffer whose memory is reused
+    std::shared_ptr<WriteGate> gate;
+
+    void write(const fs::path& prefix) const {
+      const std::optional<std::string> error = gate->pass();
+      const WriteGate::Finish finish{*gate};
+      if (error) throw std::runtime_error(*error);
+      runhooks::FlatArrayWriter out(prefix.string() + ".arrays");
+      out.add("global_step", step);
+      out.add("var", vars.at(0));
+      out.close();
+    }
+  };
+  struct Fill {
+    const Snapshot* into;
+    std::int64_t held_step;      // what `into` held before
+    const double* held_data;     // where its buffer was before (nullptr: none yet)
+    const double* data;          // and after
+  };
+  std::shared_ptr<WriteGate> gate = std::make_shared<WriteGate>();
+  std::shared_ptr<std::vector<Fill>> fills = std::make_shared<std::vector<Fill>>();
+  std::shared_ptr<int> by_value = std::make_shared<int>(0);
+
+  void snapshot(Snapshot& into) const {
+    const Fill before{&into, into.step, into.vars.empty() ? nullptr : into.vars.data(), nullptr};
+    into.step = step;
+    into.vars.assign(256, var);
+    into.gate = gate;
+    fills->push_back(before);
+    fills->back().data = into.vars.data();
+  }
+  Snapshot snapshot() const {
+    ++*by_value;
+    Snapshot made;
+    made.step = step;
+    made.vars.assign(256, var);
+    made.gate = gate;
+    return made;
   }
 };
 
@@ -229,6 +282,78 @@ struct MockListener {
   template <class Session>
   void end(Session&, std::int64_t) {
     ++counts->end;
+  }
+};
+
+// Holds every checkpoint file operation (durable_files.hpp's gate) made on a thread other than
+// the one that made the gate, such as CheckpointManager's background deleter, until release(),
+// or refuses them (refuse_others(): each fails as a simulated kill does); that thread's own
+// operations go through, and are counted while others are held.
+class OtherThreadsGate {
+ public:
+  OtherThreadsGate() {
+    std::lock_guard lock(state().mutex);
+    state().held = true;
+    state().refuse = false;
+    state().owner = std::this_thread::get_id();
+    state().waiting = state().owner_while_held = 0;
+    runhooks::detail::file_operation_gate() = &pass;
+  }
+  OtherThreadsGate(const OtherThreadsGate&) = delete;
+  OtherThreadsGate& operator=(const OtherThreadsGate&) = delete;
+  ~OtherThreadsGate() {
+    release();
+    runhooks::detail::file_operation_gate() = nullptr;
+  }
+  void release() {
+    {
+      std::lock_guard lock(state().mutex);
+      state().held = false;
+    }
+    state().changed.notify_all();
+  }
+  void refuse_others() {
+    {
+      std::lock_guard lock(state().mutex);
+      state().refuse = true;
+    }
+    release();
+  }
+  // Waits until n operations of other threads are held.
+  void wait_held(int n) {
+    std::unique_lock lock(state().mutex);
+    state().changed.wait(lock, [&] { return state().waiting >= n; });
+  }
+  // The owner's operations while another thread's was held: 0 when the owner waited for it.
+  int owner_while_held() const {
+    std::lock_guard lock(state().mutex);
+    return state().owner_while_held;
+  }
+
+ private:
+  struct State {
+    std::mutex mutex;
+    std::condition_variable changed;
+    bool held = false;
+    bool refuse = false;
+    std::thread::id owner;
+    int waiting = 0;
+    int owner_while_held = 0;
+  };
+  static State& state() {
+    static State s;
+    return s;
+  }
+  static bool pass() noexcept {
+    std::unique_lock lock(state().mutex);
+    if (std::this_thread::get_id() == state().owner) {
+      if (state().held && state().waiting > 0) ++state().owner_while_held;
+      return true;
+    }
+    ++state().waiting;
+    state().changed.notify_all();
+    state().changed.wait(lock, [] { return !state().held; });
+    return !state().refuse;
   }
 };
 

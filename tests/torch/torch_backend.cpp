@@ -1,12 +1,18 @@
 // TorchBackend and TensorBatches: fetches convert tensors only on the steps a hook switched them
 // on (counted .item() calls), checkpoints restore a backend that continues bit for bit as the
-// uninterrupted one, and the batch of a step depends on the seed and the step alone.
+// uninterrupted one, and the batch of a step depends on the seed and the step alone. Snapshots
+// copy the state into host tensors they reuse; a snapshot written after more steps, and an
+// asynchronous save of the hook, hold the state of their step.
 // First, alone: this TU is tensor_batches.hpp's self-containment check (tests/torch/meson.build).
 #include <runhooks/torch/tensor_batches.hpp>
 
+#include <runhooks/checkpoint/checkpoint_saver_hook.hpp>
 #include <runhooks/checkpoint/checkpointable.hpp>
 #include <runhooks/core.hpp>
 #include <runhooks/torch/torch_backend.hpp>
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
 
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
@@ -17,8 +23,10 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <optional>
@@ -108,6 +116,7 @@ struct TempDir {
 static_assert(runhooks::Backend<Backend> && runhooks::HasGlobalStep<Backend>);
 static_assert(runhooks::CanFetch<Backend, BatchLoss> && runhooks::CanFetch<Backend, BatchAccuracy>);
 static_assert(runhooks::Checkpointable<Backend> && runhooks::Snapshottable<Backend>);
+static_assert(runhooks::SnapshottableInPlace<Backend> && runhooks::SnapshottableByValue<Backend>);
 
 TEST_CASE("silent steps convert no tensor: .item() runs only where a hook switched a fetch on") {
   SUBCASE("hooks that fetch nothing") {
@@ -293,4 +302,150 @@ TEST_CASE("TensorBatches: a step's batch depends on the seed and the step alone"
                   std::invalid_argument);
   CHECK_THROWS_AS(runhooks::TensorBatches(torch::zeros({4, 2}), torch::zeros({4}), 5, 0),
                   std::invalid_argument);
+}
+
+namespace {
+
+// An optimizer TorchBackend does not know: its snapshot is the archive serialized on the
+// training thread, as before.
+struct PlainSGD : torch::optim::SGD {
+  using SGD::SGD;
+};
+
+template <class Optimizer>
+auto toy_options() {
+  if constexpr (std::is_same_v<Optimizer, torch::optim::Adam>)
+    return torch::optim::AdamOptions(0.01);
+  else
+    return torch::optim::SGDOptions(0.1).momentum(0.9);  // momentum: optimizer state exists
+}
+
+// The toy backend with Optimizer; weight_seed chooses the initial weights.
+template <class Optimizer>
+runhooks::TorchBackend<Model, Optimizer> make_toy(std::uint64_t weight_seed = 3) {
+  torch::set_num_threads(1);
+  torch::manual_seed(weight_seed);
+  return runhooks::TorchBackend<Model, Optimizer>(
+      Model(torch::nn::Linear(features, 16), torch::nn::ReLU(), torch::nn::Linear(16, classes)),
+      toy_batches(), toy_options<Optimizer>());
+}
+
+template <class B>
+std::vector<torch::Tensor> parameters_of(B& backend) {
+  std::vector<torch::Tensor> copies;
+  for (const torch::Tensor& p : backend.model()->parameters()) copies.push_back(p.detach().clone());
+  return copies;
+}
+
+// Byte for byte: the same shapes, types and bytes (torch::equal compares values).
+bool same_bytes(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const torch::Tensor x = a[i].contiguous(), y = b[i].contiguous();
+    if (x.sizes() != y.sizes() || x.scalar_type() != y.scalar_type() ||
+        std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) != 0)
+      return false;
+  }
+  return true;
+}
+
+// Counts the host tensors libtorch allocates while it is installed (c10's CPU allocator, which
+// torch::empty uses), passing each allocation on to the allocator it replaced.
+struct CountingAllocator final : c10::Allocator {
+  c10::Allocator* base = c10::GetCPUAllocator();
+  std::atomic<int> allocations{0};
+  CountingAllocator() { c10::SetCPUAllocator(this, /*priority=*/100); }
+  ~CountingAllocator() override { c10::SetCPUAllocator(base, /*priority=*/100); }
+  CountingAllocator(const CountingAllocator&) = delete;
+  CountingAllocator& operator=(const CountingAllocator&) = delete;
+  c10::DataPtr allocate(std::size_t n) override {
+    ++allocations;
+    return base->allocate(n);
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return base->raw_deleter(); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    base->copy_data(dest, src, count);
+  }
+};
+
+}  // namespace
+
+static_assert(runhooks::SnapshottableInPlace<runhooks::TorchBackend<Model, torch::optim::Adam>>);
+static_assert(runhooks::SnapshottableInPlace<runhooks::TorchBackend<Model, PlainSGD>>);
+
+TEST_CASE_TEMPLATE("snapshot(into): the state of its step in host tensors it reuses, whatever the "
+                   "backend does before the write",
+                   Optimizer, torch::optim::SGD, torch::optim::Adam, PlainSGD) {
+  TempDir dir;
+  auto backend = make_toy<Optimizer>();
+  for (int i = 0; i < 10; ++i) backend.run();
+  typename decltype(backend)::Snapshot snapshot;
+  backend.snapshot(snapshot);
+  CHECK(snapshot.global_step() == 10);
+  const std::vector<torch::Tensor> at_10 = parameters_of(backend);
+  backend.save(dir.path / "saved-10");  // the file save() writes, at the same step
+  for (int i = 0; i < 15; ++i) backend.run();  // parameters and optimizer state change in place
+  const std::vector<torch::Tensor> at_25 = parameters_of(backend);
+  snapshot.write(dir.path / "snapshot-10");
+
+  // Restored into other weights and a fresh optimizer: step 10's parameters, and its optimizer
+  // state too, since 15 more steps end where the backend ended, byte for byte.
+  auto resumed = make_toy<Optimizer>(99);
+  resumed.restore(dir.path / "snapshot-10");
+  CHECK(resumed.global_step() == 10);
+  CHECK(same_bytes(parameters_of(resumed), at_10));
+  for (int i = 0; i < 15; ++i) resumed.run();
+  CHECK(same_bytes(parameters_of(resumed), at_25));
+  // save()'s file of the same step restores the same backend.
+  auto from_save = make_toy<Optimizer>(98);
+  from_save.restore(dir.path / "saved-10");
+  for (int i = 0; i < 15; ++i) from_save.run();
+  CHECK(same_bytes(parameters_of(from_save), at_25));
+
+  SUBCASE("the next snapshot into it allocates no host tensor and holds its own step") {
+    int allocations = 0;
+    if constexpr (!std::is_same_v<Optimizer, PlainSGD>) {  // PlainSGD's snapshot is bytes
+      CountingAllocator counting;
+      backend.snapshot(snapshot);
+      allocations = counting.allocations.load();
+    } else {
+      backend.snapshot(snapshot);
+    }
+    CHECK(allocations == 0);
+    CHECK(snapshot.global_step() == 25);
+    for (int i = 0; i < 5; ++i) backend.run();
+    snapshot.write(dir.path / "snapshot-25");
+    auto again = make_toy<Optimizer>(97);
+    again.restore(dir.path / "snapshot-25");
+    CHECK(again.global_step() == 25);
+    CHECK(same_bytes(parameters_of(again), at_25));
+  }
+}
+
+TEST_CASE_TEMPLATE("an asynchronous save of the hook restores a backend that continues byte for "
+                   "byte as the uninterrupted one",
+                   Optimizer, torch::optim::SGD, torch::optim::Adam) {
+  runhooks::set_log_sink([](runhooks::Severity, std::string_view) {});
+  TempDir dir;
+  {
+    // Saves at 0 (session creation) and 10 and 20 in the background, each written while the
+    // next steps train; 25 at the end.
+    runhooks::MonitoredSession session{
+        make_toy<Optimizer>(), runhooks::StopAtStepHook({.last_step = 25}),
+        runhooks::CheckpointSaverHook({.checkpoint_dir = dir.path.string(), .save_steps = 10})};
+    while (!session.should_stop()) session.run();
+  }
+  runhooks::set_log_sink(nullptr);
+  auto uninterrupted = make_toy<Optimizer>();
+  for (int i = 0; i < 10; ++i) uninterrupted.run();
+  const std::vector<torch::Tensor> at_10 = parameters_of(uninterrupted);
+  for (int i = 0; i < 45; ++i) uninterrupted.run();
+
+  auto resumed = make_toy<Optimizer>(99);
+  resumed.restore(dir.path / "model.ckpt-10");
+  CHECK(resumed.global_step() == 10);
+  CHECK(same_bytes(parameters_of(resumed), at_10));  // step 10's state, not a later one
+  for (int i = 0; i < 45; ++i) resumed.run();
+  CHECK(resumed.global_step() == 55);
+  CHECK(same_bytes(parameters_of(resumed), parameters_of(uninterrupted)));
 }

@@ -209,11 +209,17 @@ inline double system_seconds() noexcept {
 // global_step() after the step, which is what the re-read gives, so the steps are TensorFlow's.
 //
 // A Snapshottable backend is saved asynchronously (unless async_save is false): the step that
-// triggers a save pays for backend.snapshot() and for starting a thread; the thread writes and
-// commits. At most one save is in flight: the next waits for it, or is skipped with a log line
-// (when_save_in_flight). A background error is raised by the next run() (from after_run) or by
-// close() (from end()), once; end() waits for the last save. A save that fails leaves the state
-// file and the checkpoints it names as they were.
+// triggers a save pays for the snapshot and for starting a thread; the thread writes and
+// commits. A SnapshottableInPlace backend fills the one Snapshot the hook keeps for its lifetime
+// (made at the first save, the one at session creation; the hook frees it when destroyed), so
+// that a save in the loop pays for a copy into memory already mapped. At most one save is in
+// flight: the next waits for it, or is skipped with a log line (when_save_in_flight), so the kept
+// Snapshot is never filled while it is being written. A background error is raised by the next
+// run() (from after_run) or by close() (from end()), once; end() waits for the last save. A save
+// that fails leaves the state file and the checkpoints it names as they were. A synchronous save
+// returns once the checkpoint is committed; the checkpoint that retention drops is deleted on a
+// thread of its own (CheckpointManager's DeleteDropped::in_background), done before the next
+// save and by end().
 //
 // Per step: with save_steps, one load of the next save step and one compare with the global step,
 // as StopAtStepHook; with save_secs, one call that reads the clock (as TensorFlow does).
@@ -264,6 +270,8 @@ class CheckpointSaverHook {
         skip_when_busy_(other.skip_when_busy_),
         last_saved_step_(other.last_saved_step_),
         in_flight_(std::move(other.in_flight_)),
+        kept_snapshot_(std::move(other.kept_snapshot_)),
+        kept_snapshot_type_(other.kept_snapshot_type_),
         directory_key_(std::move(other.directory_key_)),
         events_(std::move(other.events_)),
         checkpoint_path_(std::move(other.checkpoint_path_)),
@@ -297,6 +305,7 @@ class CheckpointSaverHook {
                   "runhooks::CheckpointSaverHook needs a backend with `std::int64_t global_step() "
                   "const`; the backend type is named in this instantiation.");
     static_assert(detail::check_checkpointable_for_saver<Backend>::value);
+    static_assert(detail::check_snapshot_for_saver<Backend>::value);
     static_assert((... && detail::check_listener<Listeners, Backend>::value));
     if constexpr (HasGlobalStep<Backend> && Checkpointable<Backend>) {
       finish_in_flight(session, /*wait=*/true);
@@ -474,7 +483,13 @@ class CheckpointSaverHook {
     if constexpr (Snapshottable<Backend>) {
       if (async_) {
         std::apply([&](auto&... l) { (call_before_save(l, session, step), ...); }, listeners_);
-        start_async(session.snapshot(), step, wall_now());
+        // No save is in flight here (after_create_session, end() and on_trigger collect it
+        // first, or skip), so the kept snapshot is nobody else's.
+        if constexpr (SnapshottableInPlace<Backend>)
+          start_async(KeptSnapshotWrite<snapshot_t<Backend>>{take_snapshot(session)}, step,
+                      wall_now());
+        else
+          start_async(session.snapshot(), step, wall_now());
         last_saved_step_ = step;
         return false;  // after_save once the write is done
       }
@@ -482,11 +497,43 @@ class CheckpointSaverHook {
     return save_now(session, step);
   }
 
+  // The write of the kept snapshot: the hook owns it, the thread only writes it.
+  template <class Snapshot>
+  struct KeptSnapshotWrite {
+    Snapshot* snapshot;
+    void write(const std::filesystem::path& prefix) const { snapshot->write(prefix); }
+  };
+
+  // Fills the snapshot the hook keeps, made on the first call (or when the backend's snapshot
+  // type changed, which one MonitoredSession never does): new memory is mapped once, at the
+  // session's creation save, and every later save copies into it.
+  template <class Backend>
+  snapshot_t<Backend>* take_snapshot(Backend& session) {
+    using Snapshot = snapshot_t<Backend>;
+    if (kept_snapshot_type_ == &kept_snapshot_tag<Snapshot>) {
+      auto* kept = static_cast<Snapshot*>(kept_snapshot_.get());
+      session.snapshot(*kept);
+      return kept;
+    }
+    std::unique_ptr<Snapshot> made;
+    if constexpr (std::default_initializable<Snapshot>) {
+      made = std::make_unique<Snapshot>();
+      session.snapshot(*made);
+    } else {
+      made = std::make_unique<Snapshot>(session.snapshot());
+    }
+    kept_snapshot_ = KeptSnapshot(made.release(), [](void* p) { delete static_cast<Snapshot*>(p); });
+    kept_snapshot_type_ = &kept_snapshot_tag<Snapshot>;
+    return static_cast<Snapshot*>(kept_snapshot_.get());
+  }
+
   template <class Backend>
   bool save_now(Backend& session, std::int64_t step) {
     std::apply([&](auto&... l) { (call_before_save(l, session, step), ...); }, listeners_);
+    // The step waits for the commit, not for the blocks of the checkpoint retention drops.
     const std::filesystem::path prefix =
-        manager_.save(step, wall_now(), [&](const std::filesystem::path& p) { session.save(p); });
+        manager_.save(step, wall_now(), [&](const std::filesystem::path& p) { session.save(p); },
+                      DeleteDropped::in_background);
     log(Severity::info, "runhooks: saved checkpoint " + prefix.string());
     note_checkpoint(step);
     last_saved_step_ = step;
@@ -578,6 +625,14 @@ class CheckpointSaverHook {
   bool skip_when_busy_;
   std::optional<std::int64_t> last_saved_step_;
   std::unique_ptr<InFlight> in_flight_;
+  // The SnapshottableInPlace backend's snapshot, kept between saves; its type is known only to
+  // after_create_session (the hook is not a template on the backend), hence the erased deleter
+  // and a tag per type. Declared after manager_: a move joins the save in flight first.
+  using KeptSnapshot = std::unique_ptr<void, void (*)(void*)>;
+  template <class Snapshot>
+  static constexpr char kept_snapshot_tag = 0;
+  KeptSnapshot kept_snapshot_{nullptr, [](void*) {}};
+  const char* kept_snapshot_type_ = nullptr;
   std::mutex mutex_;
   std::string directory_key_;
   std::shared_ptr<EventFileWriter> events_;  // checkpoint_dir's event file, from begin()

@@ -352,21 +352,38 @@ inline std::optional<CheckpointState> get_checkpoint_state(
   return state;
 }
 
+namespace detail {
+
+// write_checkpoint_state, with, when `names_first`, one more fsync of the directory between the
+// temporary file's fsync and the rename: the names created in the directory before the call (a
+// checkpoint's links, a staging file) are then durable before a state that names them can be
+// (POSIX orders no two changes of a directory without it). Placed after the temporary file's
+// fsync rather than right after those names were made, it usually waits for nothing: on a
+// journaling file system (ext4, XFS) the temporary file's fsync commits every earlier change of
+// the directory along with it.
+inline void replace_checkpoint_state(const std::filesystem::path& checkpoint_dir,
+                                     const CheckpointState& state, bool names_first) {
+  const std::filesystem::path temporary =
+      checkpoint_dir / (std::string(checkpoint_state_filename) + ".tmp-" + unique_token());
+  try {
+    write_file_durably(temporary, format_checkpoint_state(state));
+    if (names_first) fsync_path(checkpoint_dir, /*directory=*/true);
+    rename_over(temporary, checkpoint_dir / checkpoint_state_filename);
+  } catch (...) {
+    remove_file_quietly(temporary);
+    throw;
+  }
+  fsync_path(checkpoint_dir, /*directory=*/true);
+}
+
+}  // namespace detail
+
 // Replaces <checkpoint_dir>/checkpoint atomically: the text goes to a temporary file in the same
 // directory, which is fsynced, renamed over the state file, and the directory fsynced. A process
 // killed at any instant leaves the old state file or the new one, whole.
 inline void write_checkpoint_state(const std::filesystem::path& checkpoint_dir,
                                    const CheckpointState& state) {
-  const std::filesystem::path temporary =
-      checkpoint_dir / (std::string(checkpoint_state_filename) + ".tmp-" + detail::unique_token());
-  try {
-    detail::write_file_durably(temporary, format_checkpoint_state(state));
-    detail::rename_over(temporary, checkpoint_dir / checkpoint_state_filename);
-  } catch (...) {
-    detail::remove_file_quietly(temporary);
-    throw;
-  }
-  detail::fsync_path(checkpoint_dir, /*directory=*/true);
+  detail::replace_checkpoint_state(checkpoint_dir, state, /*names_first=*/false);
 }
 
 // Whether any file of checkpoint `prefix` exists: the prefix itself or the prefix followed by a

@@ -7,11 +7,17 @@
 
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/module.h>
+#include <torch/optim/adagrad.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 #include <torch/types.h>
 #include <torch/utils.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +28,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <runhooks/session_run_args.hpp>
 #include <runhooks/torch/tensor_batches.hpp>
@@ -37,6 +44,132 @@ struct BatchLoss : Key<float> {
 struct BatchAccuracy : Key<float> {
   static constexpr std::string_view name = "accuracy";
 };
+
+namespace detail {
+
+// `from` copied into `into` when that is a host tensor of the same shape and type (a snapshot's
+// buffer from the previous save: a memcpy into mapped pages), else into a new host tensor.
+// Callers hold a NoGradGuard. requires_grad is carried over, so that the archive records what
+// Module::save would have recorded.
+inline torch::Tensor copy_to_host(const torch::Tensor& from, torch::Tensor into) {
+  if (!from.defined()) return {};
+  if (!into.defined() || !into.device().is_cpu() || into.scalar_type() != from.scalar_type() ||
+      into.sizes() != from.sizes() || !into.is_contiguous())
+    into = torch::empty(from.sizes(), torch::TensorOptions().dtype(from.scalar_type()).device(torch::kCPU));
+  if (into.requires_grad() != from.requires_grad()) into.requires_grad_(from.requires_grad());
+  into.copy_(from);
+  return into;
+}
+
+// A module's parameters and buffers copied to host tensors, kept from one snapshot to the next,
+// and written in the layout of torch::nn::Module::save: the module's own parameters, its
+// buffers, then an archive per serializable child, recursively (the layout TorchBackend::restore
+// reads and checks).
+struct TorchModuleCopy {
+  struct Named {
+    std::string name;
+    torch::Tensor tensor;
+  };
+  std::string name;  // as the parent's child, "" for the model
+  std::vector<Named> parameters, buffers;
+  std::vector<TorchModuleCopy> children;
+
+  void fill(const torch::nn::Module& module) {
+    const auto fill_named = [](std::vector<Named>& into, const auto& from) {
+      std::size_t i = 0;
+      for (const auto& item : from) {
+        if (i == into.size()) into.emplace_back();
+        into[i].name = item.key();
+        into[i].tensor = copy_to_host(item.value(), std::move(into[i].tensor));
+        ++i;
+      }
+      into.resize(i);
+    };
+    fill_named(parameters, module.named_parameters(/*recurse=*/false));
+    fill_named(buffers, module.named_buffers(/*recurse=*/false));
+    std::size_t i = 0;
+    for (const auto& child : module.named_children()) {
+      if (!child.value()->is_serializable()) continue;  // Module::save skips them too
+      if (i == children.size()) children.emplace_back();
+      children[i].name = child.key();
+      children[i].fill(*child.value());
+      ++i;
+    }
+    children.resize(i);
+  }
+
+  void write(torch::serialize::OutputArchive& archive) const {
+    for (const Named& p : parameters) archive.write(p.name, p.tensor);
+    for (const Named& b : buffers) archive.write(b.name, b.tensor, /*is_buffer=*/true);
+    for (const TorchModuleCopy& child : children) {
+      torch::serialize::OutputArchive child_archive(archive.compilation_unit());
+      child.write(child_archive);
+      archive.write(child.name, child_archive);
+    }
+  }
+};
+
+// The optimizers whose per-parameter state a snapshot copies tensor by tensor: their state type,
+// their options type, and which fields of the state are tensors. Another optimizer (LBFGS, one of
+// the user's) is serialized on the training thread, as before.
+template <class Optimizer>
+struct TorchOptimizerState {
+  static constexpr bool known = false;
+};
+template <>
+struct TorchOptimizerState<torch::optim::SGD> {
+  static constexpr bool known = true;
+  using ParamState = torch::optim::SGDParamState;
+  using Options = torch::optim::SGDOptions;
+  static void copy(const ParamState& from, ParamState& into) {
+    into.momentum_buffer(copy_to_host(from.momentum_buffer(), into.momentum_buffer()));
+  }
+};
+template <class State>
+void copy_adam_state(const State& from, State& into) {
+  into.step(from.step());
+  into.exp_avg(copy_to_host(from.exp_avg(), into.exp_avg()));
+  into.exp_avg_sq(copy_to_host(from.exp_avg_sq(), into.exp_avg_sq()));
+  into.max_exp_avg_sq(copy_to_host(from.max_exp_avg_sq(), into.max_exp_avg_sq()));
+}
+template <>
+struct TorchOptimizerState<torch::optim::Adam> {
+  static constexpr bool known = true;
+  using ParamState = torch::optim::AdamParamState;
+  using Options = torch::optim::AdamOptions;
+  static void copy(const ParamState& from, ParamState& into) { copy_adam_state(from, into); }
+};
+template <>
+struct TorchOptimizerState<torch::optim::AdamW> {
+  static constexpr bool known = true;
+  using ParamState = torch::optim::AdamWParamState;
+  using Options = torch::optim::AdamWOptions;
+  static void copy(const ParamState& from, ParamState& into) { copy_adam_state(from, into); }
+};
+template <>
+struct TorchOptimizerState<torch::optim::Adagrad> {
+  static constexpr bool known = true;
+  using ParamState = torch::optim::AdagradParamState;
+  using Options = torch::optim::AdagradOptions;
+  static void copy(const ParamState& from, ParamState& into) {
+    into.step(from.step());
+    into.sum(copy_to_host(from.sum(), into.sum()));
+  }
+};
+template <>
+struct TorchOptimizerState<torch::optim::RMSprop> {
+  static constexpr bool known = true;
+  using ParamState = torch::optim::RMSpropParamState;
+  using Options = torch::optim::RMSpropOptions;
+  static void copy(const ParamState& from, ParamState& into) {
+    into.step(from.step());
+    into.square_avg(copy_to_host(from.square_avg(), into.square_avg()));
+    into.momentum_buffer(copy_to_host(from.momentum_buffer(), into.momentum_buffer()));
+    into.grad_avg(copy_to_host(from.grad_avg(), into.grad_avg()));
+  }
+};
+
+}  // namespace detail
 
 // The default loss: cross-entropy of class logits [B, C] against class indices [B].
 struct CrossEntropyLoss {
@@ -62,9 +195,15 @@ struct CrossEntropyLoss {
 //                   optimizer's state ("optimizer") and the global step ("global_step"), each
 //                   as torch::save writes it. Checkpointable (<runhooks/checkpoint/>): the
 //                   checkpoint library stages, fsyncs and commits the file.
-//   snapshot():     the same archive serialized into memory on the training thread; its
-//                   write(prefix) writes those bytes, so CheckpointSaverHook's background save
-//                   takes the file I/O off the training thread (Snapshottable).
+//   snapshot(into): copies the model's parameters and buffers, the optimizer's per-parameter
+//                   state (SGD, Adam, AdamW, Adagrad, RMSprop) and the global step into the host
+//                   tensors of a Snapshot, reusing those of the previous snapshot: a memcpy per
+//                   tensor, on the training thread. Its write(prefix), on CheckpointSaverHook's
+//                   background thread, serializes them into the same archive save(prefix) writes
+//                   (SnapshottableInPlace). The hook keeps one Snapshot, so the state's size stays
+//                   allocated in host memory between saves. With another optimizer the snapshot
+//                   is the archive serialized on the training thread, as before.
+//   snapshot():     a new Snapshot, filled so (SnapshottableByValue: what earlier versions had).
 //   restore(prefix): reads that file back into this backend's model and optimizer (same
 //                   architecture and optimizer type) and its global step. A missing or torn
 //                   file, a parameter of another shape or type, or an optimizer state that does
@@ -121,23 +260,43 @@ class TorchBackend {
     return item(model_->forward(inputs).argmax(1).eq(targets).to(torch::kFloat).mean());
   }
 
-  // What snapshot() returns: the serialized checkpoint, written by write(prefix).
+  // The state at one step, in host tensors that the next snapshot(into) reuses; write(prefix)
+  // writes what save(prefix) would have written at that step, and touches no backend.
   class Snapshot {
    public:
+    Snapshot() = default;
+
     void write(const std::filesystem::path& prefix) const {
-      std::ofstream file(checkpoint_file(prefix), std::ios::binary | std::ios::trunc);
-      file.write(bytes_.data(), static_cast<std::streamsize>(bytes_.size()));
-      file.close();
-      if (!file)
-        throw std::runtime_error("runhooks::TorchBackend: cannot write " +
-                                 checkpoint_file(prefix).string());
+      if constexpr (copies_tensors) {
+        torch::serialize::OutputArchive archive;
+        torch::serialize::OutputArchive model_archive;
+        model_.write(model_archive);
+        archive.write("model", model_archive);
+        torch::serialize::OutputArchive optimizer_archive;
+        optimizer_->save(optimizer_archive);
+        archive.write("optimizer", optimizer_archive);
+        archive.write("global_step", c10::IValue(global_step_));
+        archive.save_to(checkpoint_file(prefix).string());
+      } else {
+        std::ofstream file(checkpoint_file(prefix), std::ios::binary | std::ios::trunc);
+        file.write(bytes_.data(), static_cast<std::streamsize>(bytes_.size()));
+        file.close();
+        if (!file)
+          throw std::runtime_error("runhooks::TorchBackend: cannot write " +
+                                   checkpoint_file(prefix).string());
+      }
     }
-    std::size_t size() const noexcept { return bytes_.size(); }
+    std::int64_t global_step() const noexcept { return global_step_; }
 
    private:
     friend class TorchBackend;
-    explicit Snapshot(std::string bytes) : bytes_(std::move(bytes)) {}
-    std::string bytes_;
+    detail::TorchModuleCopy model_;
+    // An optimizer of the backend's type over the same parameter groups (only their identity
+    // is read: the archive names parameters by it) whose per-parameter state holds host copies:
+    // its own save() writes the optimizer's archive, libtorch's layout with no copy of it here.
+    std::unique_ptr<Optimizer> optimizer_;
+    std::int64_t global_step_ = 0;
+    std::string bytes_;  // the serialized archive, for an optimizer whose state is not copied
   };
 
   void save(const std::filesystem::path& prefix) const {
@@ -146,12 +305,47 @@ class TorchBackend {
     archive.save_to(checkpoint_file(prefix).string());
   }
 
+  void snapshot(Snapshot& into) const {
+    into.global_step_ = global_step_;
+    if constexpr (copies_tensors) {
+      using State = detail::TorchOptimizerState<Optimizer>;
+      const torch::NoGradGuard no_grad;
+      into.model_.fill(*model_);
+      if (!into.optimizer_)
+        into.optimizer_ = std::make_unique<Optimizer>(
+            optimizer_->param_groups(),
+            static_cast<const typename State::Options&>(optimizer_->defaults()));
+      // The groups again, for their options (a learning-rate schedule changes them) and in case
+      // the user added one; copying a group copies tensor handles and clones the options.
+      std::vector<torch::optim::OptimizerParamGroup>& groups = into.optimizer_->param_groups();
+      groups.clear();
+      for (const torch::optim::OptimizerParamGroup& group : optimizer_->param_groups())
+        groups.emplace_back(group);
+      auto& copies = into.optimizer_->state();
+      const auto& states = optimizer_->state();
+      std::vector<void*> gone;
+      for (const auto& [key, copy] : copies)
+        if (states.find(key) == states.end()) gone.push_back(key);
+      for (void* key : gone) copies.erase(key);
+      for (const auto& [key, state] : states) {
+        std::unique_ptr<torch::optim::OptimizerParamState>& copy = copies[key];
+        if (!copy) copy = std::make_unique<typename State::ParamState>();
+        State::copy(static_cast<const typename State::ParamState&>(*state),
+                    static_cast<typename State::ParamState&>(*copy));
+      }
+    } else {
+      torch::serialize::OutputArchive archive;
+      fill(archive);
+      std::ostringstream bytes;
+      archive.save_to(bytes);
+      into.bytes_ = std::move(bytes).str();
+    }
+  }
+
   Snapshot snapshot() const {
-    torch::serialize::OutputArchive archive;
-    fill(archive);
-    std::ostringstream bytes;
-    archive.save_to(bytes);
-    return Snapshot(std::move(bytes).str());
+    Snapshot made;
+    snapshot(made);
+    return made;
   }
 
   void restore(const std::filesystem::path& prefix) {
@@ -261,6 +455,8 @@ class TorchBackend {
     archive.write("optimizer", optimizer_archive);
     archive.write("global_step", c10::IValue(global_step_));
   }
+
+  static constexpr bool copies_tensors = detail::TorchOptimizerState<Optimizer>::known;
 
   Model model_;
   std::unique_ptr<Optimizer> optimizer_;  // holds the model's parameters: made from model_
