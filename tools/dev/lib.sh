@@ -7,8 +7,10 @@ BASE_PACKAGES=(g++ libboost-dev meson ninja-build pkg-config python3)
 # Open MPI: the mpi feature (tests/mpi/, the MPI examples), on in the gcc suite.
 MPI_PACKAGES=(libopenmpi-dev openmpi-bin)
 # libtorch: the torch feature (examples/torch/, tests/torch/, bench/torch_loop.cpp), on in the
-# gcc suite when $TORCH_PYTHON can import torch; zlib reads the digits data.
-TORCH_PACKAGES=(zlib1g-dev)
+# gcc suite when $TORCH_PYTHON can import torch; zlib reads the digits data; libgloo-dev has gloo's
+# headers, which c10d's ProcessGroupGloo.hpp includes and the torch wheel lacks (the
+# torch_distributed feature: include/runhooks/torch/distributed/, tests/torch/distributed/).
+TORCH_PACKAGES=(zlib1g-dev libgloo-dev)
 
 # Every configure: a missing system package must fail loudly, never start a download.
 COMMON_SETUP=(--wrap-mode=nodownload)
@@ -84,20 +86,31 @@ pick_meson() {
 }
 
 # configure BUILD_DIR CXX [SETUP_ARG...]: setup, or reconfigure an existing build directory.
-# A directory made by another Meson version (e.g. a pip one) cannot be reconfigured: wipe it.
+# A directory made by another Meson version (e.g. a pip one) cannot be reconfigured, and a
+# reconfigure keeps the compiler it was made with: wipe it in either case.
 configure() {
   local dir=$1 compiler=$2
   shift 2
   if [[ -f $dir/meson-private/coredata.dat ]]; then
-    local made_by
+    local made_by made_with version name=${compiler##*/}
+    version=$("$MESON" --version)
     made_by=$(python3 -c 'import json, sys
 print(json.load(open(sys.argv[1]))["meson_version"]["full"])' "$dir/meson-info/meson-info.json" \
       2>/dev/null || true)
-    if [[ $made_by == "$("$MESON" --version)" ]]; then
+    # The C++ compiler of its first C++ target (the last word: after a launcher such as ccache).
+    made_with=$(python3 -c 'import json, os, sys
+print(next(os.path.basename(s["compiler"][-1]) for t in json.load(open(sys.argv[1]))
+           for s in t["target_sources"] if s["language"] == "cpp"))' \
+      "$dir/meson-info/intro-targets.json" 2>/dev/null || true)
+    if [[ $made_by == "$version" && ${made_with:-$name} == "$name" ]]; then
       CXX=$compiler "$MESON" setup --reconfigure "$dir" "$ROOT" "$@"
       return
     fi
-    note "$dir was configured by Meson ${made_by:-unknown}; wiping it"
+    if [[ $made_by != "$version" ]]; then
+      note "$dir was configured by Meson ${made_by:-unknown}; wiping it"
+    else
+      note "$dir was configured for $made_with, not $compiler; wiping it"
+    fi
     rm -rf "$dir"
   fi
   CXX=$compiler "$MESON" setup "$dir" "$ROOT" "$@"
