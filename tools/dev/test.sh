@@ -34,7 +34,9 @@ usage_test() {
                 consumer/cmake-fetchcontent                CMake FetchContent (SOURCE_DIR)
               The CMake ones (tests/consumer/cmake/) use the first cmake on PATH.
   The build suites use warning_level=3, werror=true, -g1 (line tables only) and
-  `meson test --print-errorlogs` (benchmarks are built but not run). Prints the expected
+  `meson test --print-errorlogs` (benchmarks are built but not run). While one runs its
+  tests, the next one is configured and built in the background at nice 19 (its output
+  shown when its turn comes), on the cores the tests leave idle. Prints the expected
   total first (from build/suite-times, the last run's, else typical times), each suite's
   wall time as it ends (`[k/N suites] NAME: ...`) and all of them at the end, before the
   line `N passed, N failed`; exits non-zero on any failure.
@@ -76,9 +78,31 @@ cmd_test() {
     fi
   done
   expect_suite_times "${ordered[@]}"
-  for name in "${ordered[@]}"; do
+  if contains gcc "${ordered[@]}" || contains asan "${ordered[@]}"; then
+    setup_torch
+  fi
+  trap stop_background_build EXIT
+  local i following status
+  for ((i = 0; i < ${#ordered[@]}; i++)); do
+    name=${ordered[i]} following=${ordered[i + 1]:-}
     start=$(date +%s)
-    "test_suite_$name"
+    if contains "$name" "${BUILD_SUITES[@]}"; then
+      status=0
+      if [[ $BACKGROUND_SUITE == "$name" ]]; then
+        note "[$name] its build, started in the background while the previous suite's tests ran:"
+        wait "$BACKGROUND_PID" || status=$?
+        cat "$BACKGROUND_LOG"
+        BACKGROUND_SUITE='' BACKGROUND_PID=''
+      else
+        SUITE_PHASE=build "test_suite_$name" || status=$?
+      fi
+      if [[ -n $following ]] && contains "$following" "${BUILD_SUITES[@]}"; then
+        start_background_build "$following" "$name"
+      fi
+      SUITE_PHASE=test BUILD_STATUS=$status "test_suite_$name"
+    else
+      "test_suite_$name"
+    fi
     took=$(($(date +%s) - start))
     total=$((total + took))
     k=$((k + 1))
@@ -102,24 +126,27 @@ cmd_test() {
 }
 
 # ---- the build suites ---------------------------------------------------------------------------
-# Set by the gcc and asan suites when torch is missing; printed above the totals.
+# MPI and libtorch in gcc and, sanitized, in asan (MPI's tests run 4 processes each; a torch TU
+# takes about 20 CPU seconds and 1.5 GB to compile). setup_torch sets TORCH_SETUP, their Meson
+# options, once; without torch, the torch targets are not built and TORCH_SKIPPED, printed above
+# the totals, says so. The digits data is fetched once, for both.
+TORCH_SETUP=()
 TORCH_SKIPPED=''
-
-# MPI and libtorch in this build and, sanitized, in asan (MPI's tests run 4 processes each; a
-# torch TU takes about 30 s and 1.5 GB to compile). Without torch, the torch targets are not
-# built and the totals say so.
-test_suite_gcc() {
-  local torch=(-Dtorch=disabled)
+setup_torch() {
+  TORCH_SETUP=(-Dtorch=disabled)
   if have_torch; then
-    torch=(-Dtorch=enabled "-Dtorch_python=$TORCH_PYTHON" "-Ddigits_csv=$DIGITS_CSV")
+    TORCH_SETUP=(-Dtorch=enabled "-Dtorch_python=$TORCH_PYTHON" "-Ddigits_csv=$DIGITS_CSV")
     fetch_digits ||
-      note "[gcc] the digits data could not be fetched: the train_digits tests will report SKIP"
+      note "the digits data could not be fetched: the train_digits tests will report SKIP"
   else
     TORCH_SKIPPED="skipped torch tests: torch not installed ($TORCH_PYTHON cannot import torch; pip install $TORCH_REQUIREMENT)"
-    note "[gcc] $TORCH_SKIPPED"
+    note "$TORCH_SKIPPED"
   fi
+}
+
+test_suite_gcc() {
   suite gcc build/gcc g++ "${STRICT[@]}" -Dbuildtype=debugoptimized -Dbenchmarks=enabled \
-    -Dmpi=enabled "${torch[@]}"
+    -Dmpi=enabled "${TORCH_SETUP[@]}"
 }
 
 test_suite_clang() {
@@ -139,20 +166,11 @@ test_suite_clang() {
 # minute and exercise libtorch's c10d (not built with ASan) through a thin layer of ours; the gcc
 # suite runs them.
 test_suite_asan() {
-  local torch=(-Dtorch=disabled)
-  if have_torch; then
-    torch=(-Dtorch=enabled "-Dtorch_python=$TORCH_PYTHON" "-Ddigits_csv=$DIGITS_CSV")
-    fetch_digits ||
-      note "[asan] the digits data could not be fetched: the train_digits tests will report SKIP"
-  else
-    TORCH_SKIPPED="skipped torch tests: torch not installed ($TORCH_PYTHON cannot import torch; pip install $TORCH_REQUIREMENT)"
-    note "[asan] $TORCH_SKIPPED"
-  fi
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1} \
     MESON_TEST_ARGS=--timeout-multiplier=3 \
     suite asan build/asan clang++ "${STRICT[@]}" -Dbuildtype=debug -Db_sanitize=address,undefined \
-    -Db_lundef=false -Dbenchmarks=disabled -Dmpi=enabled "${torch[@]}" -Dtorch_distributed=disabled
+    -Db_lundef=false -Dbenchmarks=disabled -Dmpi=enabled "${TORCH_SETUP[@]}" -Dtorch_distributed=disabled
 }
 
 # The examples once more under ThreadSanitizer: staggered_workers shares a global step between
@@ -223,21 +241,52 @@ record_suite_time() {
 }
 
 # ---- configure, build, run and count ------------------------------------------------------------
-# suite LABEL BUILD_DIR CXX [SETUP_ARG...]: configure, build everything, run the tests.
+# The suites that configure and build a directory (test_suite_NAME calls suite). While one runs its
+# tests, the next one's configure and build run in the background at the lowest CPU priority
+# (nice 19), on what the tests leave of the two cores: tests that run alone, wait for a process or
+# use one core (issue 21). The tests keep their cores; the build's output is printed when its
+# suite's turn comes, and a suite's wall time is counted from the end of the previous one.
+BUILD_SUITES=(gcc clang asan tsan)
+BACKGROUND_SUITE='' BACKGROUND_PID='' BACKGROUND_LOG=''
+
+# start_background_build SUITE WHILE: SUITE's configure and build, in its own process group.
+start_background_build() {
+  BACKGROUND_SUITE=$1 BACKGROUND_LOG=build/$1-build.log
+  mkdir -p build
+  note "[$1] configure and build in the background at nice 19 while $2's tests run" \
+    "(output: $BACKGROUND_LOG, shown when its turn comes)"
+  set -m # job control: the job gets a process group of its own, which stop_background_build ends
+  (
+    renice -n 19 -p "$BASHPID" >/dev/null
+    SUITE_PHASE=build "test_suite_$1"
+  ) >"$BACKGROUND_LOG" 2>&1 &
+  BACKGROUND_PID=$!
+  set +m
+}
+
+# On exit (an interrupt, a failure of ./dev itself): no build is left running behind.
+stop_background_build() {
+  [[ -z $BACKGROUND_PID ]] || kill -- "-$BACKGROUND_PID" 2>/dev/null || true
+}
+
+# suite LABEL BUILD_DIR CXX [SETUP_ARG...]: configure and build (SUITE_PHASE=build: exits 1 when
+# the configure failed, 2 when the build did), then run the tests (SUITE_PHASE=test, BUILD_STATUS
+# the build's status: a failed build is counted as one failure and no test runs).
 suite() {
   local label=$1 dir=$2 compiler=$3
   shift 3
-  note "[$label] configure $dir (CXX=$compiler)"
-  if ! configure "$dir" "$compiler" "${COMMON_SETUP[@]}" "$@"; then
-    record_failure "$label: configure"
-    return
+  if [[ $SUITE_PHASE == build ]]; then
+    note "[$label] configure $dir (CXX=$compiler)"
+    configure "$dir" "$compiler" "${COMMON_SETUP[@]}" "$@" || return 1
+    note "[$label] build"
+    "$MESON" compile -C "$dir" || return 2
+    return 0
   fi
-  note "[$label] build"
-  if ! "$MESON" compile -C "$dir"; then
-    record_failure "$label: build"
-    return
-  fi
-  run_tests "$label" "$dir"
+  case $BUILD_STATUS in
+    0) run_tests "$label" "$dir" ;;
+    1) record_failure "$label: configure" ;;
+    *) record_failure "$label: build" ;;
+  esac
 }
 
 # totals, read from meson-logs/testlog.json (one JSON object per test).
