@@ -46,48 +46,24 @@
 #include <runhooks/torch/torch_backend.hpp>
 
 #include "../run_directory.hpp"
+#include "digits.hpp"  // the data, the split, the MLP and the command line, shared with train_digits_ddp
 
-#include <torch/nn/modules/activation.h>
-#include <torch/nn/modules/container/sequential.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
 #include <unistd.h>
-#include <zlib.h>
 
-#include <charconv>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
-#include <memory>
-#include <stdexcept>
 #include <string>
 #include <string_view>
-#include <system_error>
-#include <utility>
-#include <vector>
 
 namespace {
 
-constexpr std::int64_t num_pixels = 64;  // 8x8, each 0..16
-constexpr std::int64_t num_classes = 10;
-constexpr std::int64_t num_images = 1797;
-constexpr std::int64_t held_out_every = 5;  // rows 4, 9, 14, ... of the file: 359 images, 20 %
-
-struct Options {
-  std::string data;
-  // Checkpoints and TensorBoard event files, as TensorFlow's model_dir; empty: a new run
-  // directory next to the executable (../run_directory.hpp).
-  std::string model_dir;
-  std::int64_t steps = 1500;
-  std::int64_t save_steps = 500;
-  std::uint64_t seed = 1;
-  std::int64_t log_every = 250;
-};
+using Model = digits::Model;
+using Backend = runhooks::TorchBackend<Model, torch::optim::SGD>;
 
 constexpr const char* usage_text =
     "usage: train_digits --data digits.csv.gz [--model-dir DIR] [--steps N] [--save-steps N]\n"
@@ -104,105 +80,11 @@ constexpr const char* usage_text =
     "  --seed S          the initial weights and the order of the batches (default 1)\n"
     "  The last line printed is `tensorboard --logdir DIR`, the command that shows the run.\n";
 
-[[noreturn]] void usage_error(const std::string& message) {
-  std::fprintf(stderr, "train_digits: %s; see train_digits --help\n", message.c_str());
-  std::exit(2);
-}
-
-std::int64_t positive(std::string_view name, std::string_view text) {
-  std::int64_t value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc{} || end != text.data() + text.size() || value < 1)
-    usage_error(std::string(name) + " must be a positive integer, got '" + std::string(text) + "'");
-  return value;
-}
-
-Options parse(int argc, char** argv) {
-  Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(usage_text, stdout);
-      std::exit(0);
-    }
-    if (arg != "--data" && arg != "--model-dir" && arg != "--steps" && arg != "--save-steps" &&
-        arg != "--seed" && arg != "--log-every")
-      usage_error("unknown argument '" + std::string(arg) + "'");
-    if (i + 1 >= argc) usage_error(std::string(arg) + " needs a value");
-    const std::string_view value = argv[++i];
-    if (arg == "--data") options.data = value;
-    else if (arg == "--model-dir") options.model_dir = value;
-    else if (arg == "--steps") options.steps = positive(arg, value);
-    else if (arg == "--save-steps") options.save_steps = positive(arg, value);
-    else if (arg == "--seed") options.seed = static_cast<std::uint64_t>(positive(arg, value));
-    else options.log_every = positive(arg, value);
-  }
-  if (options.data.empty()) usage_error("--data is required (tools/fetch_digits.py fetches it)");
-  return options;
-}
-
-// The whole gzip file through zlib.
-std::string read_gzip(const std::string& path) {
-  const std::unique_ptr<gzFile_s, decltype(&gzclose)> file(gzopen(path.c_str(), "rb"), &gzclose);
-  if (!file) throw std::runtime_error("cannot open " + path);
-  std::string text;
-  char buffer[1 << 16];
-  for (int n; (n = gzread(file.get(), buffer, sizeof buffer)) > 0;) text.append(buffer, static_cast<std::size_t>(n));
-  int error = Z_OK;
-  const char* message = gzerror(file.get(), &error);
-  if (error != Z_OK && error != Z_STREAM_END)
-    throw std::runtime_error("cannot read " + path + ": " + message);
-  return text;
-}
-
-struct Digits {
-  torch::Tensor images;  // [N, 64] float, pixels scaled to 0..1
-  torch::Tensor labels;  // [N] int64
-};
-
-// scikit-learn's digits.csv.gz: one image per line, 64 pixel values then the label, no header.
-Digits load_digits(const std::string& path) {
-  const std::string text = read_gzip(path);
-  std::vector<float> pixels;
-  std::vector<std::int64_t> labels;
-  pixels.reserve(num_images * num_pixels);
-  std::size_t pos = 0;
-  std::int64_t row = 0;
-  while (pos < text.size()) {
-    const std::size_t end = std::min(text.find('\n', pos), text.size());
-    const std::string_view line(text.data() + pos, end - pos);
-    pos = end + 1;
-    if (line.empty()) continue;
-    ++row;
-    std::vector<long> values;
-    std::size_t field = 0;
-    while (field <= line.size()) {
-      const std::size_t comma = std::min(line.find(',', field), line.size());
-      const std::string cell(line.substr(field, comma - field));
-      char* cell_end = nullptr;
-      const double value = std::strtod(cell.c_str(), &cell_end);
-      if (cell.empty() || *cell_end != '\0' || value < 0 || value > 16 || value != std::floor(value))
-        throw std::runtime_error(path + ": line " + std::to_string(row) + ": not an integer 0..16: '" + cell + "'");
-      values.push_back(static_cast<long>(value));
-      field = comma + 1;
-    }
-    if (values.size() != num_pixels + 1 || values.back() >= num_classes)
-      throw std::runtime_error(path + ": line " + std::to_string(row) + ": expected 64 pixels and a label 0..9");
-    for (std::int64_t j = 0; j < num_pixels; ++j) pixels.push_back(static_cast<float>(values[static_cast<std::size_t>(j)]) / 16.0f);
-    labels.push_back(values.back());
-  }
-  if (row != num_images)
-    throw std::runtime_error(path + ": expected " + std::to_string(num_images) + " images, found " + std::to_string(row));
-  return {torch::tensor(pixels).reshape({num_images, num_pixels}), torch::tensor(labels, torch::kLong)};
-}
-
-using Model = torch::nn::Sequential;
-using Backend = runhooks::TorchBackend<Model, torch::optim::SGD>;
-
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const Options options = parse(argc, argv);
+  const digits::Options options =
+      digits::parse(argc, argv, usage_text, {}, [](std::string_view, std::string_view) {});
   // The default model directory is made before the data is read, so that its failure is
   // reported first; an explicit one is ChiefSessionCreator's to make.
   const std::string dir =
@@ -220,16 +102,11 @@ int main(int argc, char** argv) try {
   torch::manual_seed(options.seed);  // the initial weights
 
   // A fixed split: every fifth image held out, the others trained on.
-  const Digits digits = load_digits(options.data);
-  const torch::Tensor held_out = torch::arange(num_images).remainder(held_out_every) == held_out_every - 1;
-  const torch::Tensor train_rows = held_out.logical_not().nonzero().squeeze(1);
-  const torch::Tensor test_rows = held_out.nonzero().squeeze(1);
-  const torch::Tensor test_images = digits.images.index_select(0, test_rows);
-  const torch::Tensor test_labels = digits.labels.index_select(0, test_rows);
-  const std::int64_t num_train = train_rows.size(0), num_test = test_rows.size(0);
-  runhooks::TensorBatches train_batches(digits.images.index_select(0, train_rows),
-                                        digits.labels.index_select(0, train_rows),
-                                        /*batch_size=*/32, options.seed);
+  const digits::Split data = digits::split(digits::load_digits(options.data));
+  const torch::Tensor& test_images = data.test_images;
+  const torch::Tensor& test_labels = data.test_labels;
+  const std::int64_t num_train = data.train_images.size(0), num_test = test_images.size(0);
+  const runhooks::TensorBatches train_batches = digits::train_batches(data, options.seed);
 
   std::printf("training on %lld images, %lld held out; %lld steps of 32\n",
               static_cast<long long>(num_train), static_cast<long long>(num_test),
@@ -238,10 +115,8 @@ int main(int argc, char** argv) try {
   // A fresh backend: at the start, and on a recovery (the creator then restores the latest
   // checkpoint into it). The seed fixes the initial weights and the order of the batches.
   const auto make_backend = [&] {
-    torch::manual_seed(options.seed);
-    return Backend(Model(torch::nn::Linear(num_pixels, 64), torch::nn::ReLU(),
-                         torch::nn::Linear(64, num_classes)),
-                   train_batches, torch::optim::SGDOptions(0.05).momentum(0.9));
+    return Backend(digits::make_model(options.seed), train_batches,
+                   torch::optim::SGDOptions(0.05).momentum(0.9));
   };
   runhooks::MonitoredSession session{
       runhooks::ChiefSessionCreator(make_backend, {.checkpoint_dir = dir}),

@@ -2,13 +2,16 @@
 // on (counted .item() calls), checkpoints restore a backend that continues bit for bit as the
 // uninterrupted one, and the batch of a step depends on the seed and the step alone. Snapshots
 // copy the state into host tensors they reuse; a snapshot written after more steps, and an
-// asynchronous save of the hook, hold the state of their step.
+// asynchronous save of the hook, hold the state of their step. Sharded batches make the global
+// batch; checkpoints carry the random state and the data position (earlier archives restore);
+// GradientAllreduce's buckets and options, on an engine that echoes.
 // First, alone: this TU is tensor_batches.hpp's self-containment check (tests/torch/meson.build).
 #include <runhooks/torch/tensor_batches.hpp>
 
 #include <runhooks/checkpoint/checkpoint_saver_hook.hpp>
 #include <runhooks/checkpoint/checkpointable.hpp>
 #include <runhooks/core.hpp>
+#include <runhooks/torch/distributed/gradient_allreduce.hpp>
 #include <runhooks/torch/torch_backend.hpp>
 
 #include <c10/core/Allocator.h>
@@ -19,6 +22,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
 #include <torch/utils.h>
 
 #include <doctest/doctest.h>
@@ -302,6 +307,122 @@ TEST_CASE("TensorBatches: a step's batch depends on the seed and the step alone"
                   std::invalid_argument);
   CHECK_THROWS_AS(runhooks::TensorBatches(torch::zeros({4, 2}), torch::zeros({4}), 5, 0),
                   std::invalid_argument);
+}
+
+TEST_CASE("TensorBatches sharded: rank r of W trains on its slice of the global batch, whatever W") {
+  runhooks::TensorBatches whole = toy_batches(5);
+  for (const std::int64_t ranks : {1, 2, 4, 8}) {
+    std::vector<runhooks::TensorBatches> shards;
+    for (std::int64_t r = 0; r < ranks; ++r)
+      shards.emplace_back(whole.inputs(), whole.targets(), 16, 5,
+                          runhooks::TensorBatches::Shard{.rank = r, .num_replicas = ranks});
+    for (const std::int64_t step : {0, 11, 12, 40}) {
+      std::vector<torch::Tensor> xs, ys;
+      for (auto& shard : shards) {
+        auto [x, y] = shard.batch(step);
+        CHECK(x.size(0) == 16 / ranks);
+        xs.push_back(x);
+        ys.push_back(y);
+      }
+      const auto [x, y] = whole.batch(step);
+      CHECK(torch::equal(torch::cat(xs), x));  // disjoint slices that make the global batch
+      CHECK(torch::equal(torch::cat(ys), y));
+    }
+  }
+  CHECK_THROWS_WITH(runhooks::TensorBatches(whole.inputs(), whole.targets(), 16, 5, {.rank = 0, .num_replicas = 3}),
+                    doctest::Contains("the global batch_size 16 is not a multiple of the number "
+                                      "of ranks (Shard::num_replicas) 3"));
+  CHECK_THROWS_WITH(runhooks::TensorBatches(whole.inputs(), whole.targets(), 16, 5, {.rank = 2, .num_replicas = 2}),
+                    doctest::Contains("got rank 2 of num_replicas 2"));
+}
+
+TEST_CASE("a checkpoint holds the CPU random state and the data position; earlier archives restore") {
+  TempDir dir;
+  Backend backend = make_backend();
+  for (int i = 0; i < 20; ++i) backend.run();
+  torch::manual_seed(1234);
+  backend.save(dir.path / "at-20");
+  const torch::Tensor after_save = torch::randn({4});
+  (void)torch::randn({100});
+  Backend other = make_backend();
+  other.restore(dir.path / "at-20");
+  CHECK(torch::equal(torch::randn({4}), after_save));  // the generator is where the save left it
+  CHECK(other.global_step() == 20);
+
+  SUBCASE("another seed or global batch size is refused, naming both values") {
+    const auto with = [](std::uint64_t seed, std::int64_t batch) {
+      torch::manual_seed(3);
+      return Backend(Model(torch::nn::Linear(features, 16), torch::nn::ReLU(),
+                           torch::nn::Linear(16, classes)),
+                     runhooks::TensorBatches(toy_batches().inputs(), toy_batches().targets(),
+                                             batch, seed),
+                     torch::optim::SGDOptions(0.1).momentum(0.9));
+    };
+    Backend seed_8 = with(8, 16);
+    CHECK_THROWS_WITH(seed_8.restore(dir.path / "at-20"),
+                      doctest::Contains("was written with the data seed 7, this backend's "
+                                        "TensorBatches has 8"));
+    CHECK(seed_8.global_step() == 0);
+    Backend batch_8 = with(7, 8);
+    CHECK_THROWS_WITH(batch_8.restore(dir.path / "at-20"),
+                      doctest::Contains("the global batch size 16, this backend's TensorBatches "
+                                        "has 8"));
+  }
+  SUBCASE("an archive of an earlier version (no rng_state, no data keys) restores the rest") {
+    torch::serialize::OutputArchive archive, model_archive, optimizer_archive;
+    backend.model()->save(model_archive);
+    backend.optimizer().save(optimizer_archive);
+    archive.write("model", model_archive);
+    archive.write("optimizer", optimizer_archive);
+    archive.write("global_step", c10::IValue(std::int64_t{20}));
+    archive.save_to(Backend::checkpoint_file(dir.path / "old").string());
+    Backend old = make_backend();
+    old.restore(dir.path / "old");
+    CHECK(old.global_step() == 20);
+    for (int i = 0; i < 5; ++i) old.run(), backend.run();
+    CHECK(bitwise_equal(parameters(old), parameters(backend)));
+  }
+}
+
+// A GradientAllreduceEngine of `ranks` ranks that all hold this rank's gradients: the sum is
+// ranks times them, so the average leaves them unchanged. Records every bucket's size.
+struct EchoEngine {
+  int ranks = 2;
+  std::vector<std::int64_t>* sizes;
+  int size() const { return ranks; }
+  void allreduce_sum(torch::Tensor& flat) {
+    sizes->push_back(flat.numel());
+    flat.mul_(ranks);
+  }
+};
+
+TEST_CASE("GradientAllreduce: buckets of at most bucket_cap_mb, in reverse parameter order; the "
+          "average of equal gradients is themselves") {
+  using Sync = runhooks::GradientAllreduce<EchoEngine>;
+  using SyncBackend = runhooks::TorchBackend<Model, torch::optim::SGD, runhooks::CrossEntropyLoss, Sync>;
+  std::vector<std::int64_t> sizes;
+  // Parameters: 16x8, 16, 3x16, 3 floats. A cap of 300 bytes (75 floats), from the last:
+  // [3 + 48 + 16] [128].
+  torch::manual_seed(3);
+  SyncBackend synced(Model(torch::nn::Linear(features, 16), torch::nn::ReLU(),
+                           torch::nn::Linear(16, classes)),
+                     toy_batches(), Sync(EchoEngine{2, &sizes}, {.bucket_cap_mb = 300.0 / (1 << 20)}),
+                     torch::optim::SGDOptions(0.1).momentum(0.9));
+  Backend plain = make_backend();
+  for (int i = 0; i < 10; ++i) synced.run(), plain.run();
+  CHECK(bitwise_equal(synced.model()->parameters(), parameters(plain)));
+  CHECK(synced.gradient_sync().bucket_bytes() == std::vector<std::int64_t>{67 * 4, 128 * 4});
+  CHECK(sizes.size() == 20);
+  CHECK(synced.gradient_sync().calls() == 10);
+
+  for (const double bad : {0.0, -1.0, 2e6}) {
+    const std::string message = "GradientAllreduceOptions::bucket_cap_mb must be greater than 0 "
+                                "and at most 1e6 (MiB), got " + runhooks::detail::format_number(bad);
+    CHECK_THROWS_WITH(runhooks::GradientAllreduceOptions{.bucket_cap_mb = bad}.validate(),
+                      doctest::Contains(message.c_str()));
+  }
+  // The default policy takes no room in a backend ([[no_unique_address]]).
+  static_assert(std::is_empty_v<runhooks::NoGradientSync>);
 }
 
 namespace {

@@ -1,25 +1,48 @@
-# ./dev demo-mpi: examples/mpi_data_parallel, built quietly and run with 4 MPI ranks.
+# ./dev demo-mpi: examples/mpi_data_parallel, built quietly and run with 4 MPI ranks; or, with
+# `torch`, examples/torch/train_digits_ddp --engine mpi (the libtorch MLP) the same way.
 
 usage_demo-mpi() {
-  cat <<'EOF'
-./dev demo-mpi [-- DEMO_ARG...]
+  cat <<'EOF_USAGE'
+./dev demo-mpi [torch] [-- DEMO_ARG...]
   Build examples/mpi_data_parallel (g++, -Dmpi=enabled, build/demo-mpi; output in
   build/demo-mpi.log) and run it with 4 ranks: mpirun --oversubscribe -np 4 (and
   --allow-run-as-root as root). Without arguments it trains 20000 steps with checkpoints in a
   temporary directory, removed afterwards; arguments after -- replace those, e.g.
   ./dev demo-mpi -- --steps 40000 --checkpoint-dir /tmp/ckpt (run it again to resume).
-EOF
+  torch: the libtorch MLP of ./dev demo-torch-ddp instead, examples/torch/train_digits_ddp
+  --engine mpi (build/demo-mpi-torch; libtorch and the digits as demo-torch-ddp gets them),
+  its checkpoints in a new directory build/demo-mpi-torch/runs/run-YYYYMMDD-HHMMSS unless the
+  arguments after -- name a --model-dir.
+EOF_USAGE
 }
 
 DEMO_MPI_PACKAGES=("${BASE_PACKAGES[@]}" "${MPI_PACKAGES[@]}")
 DEMO_MPI_DIR=build/demo-mpi
+DEMO_MPI_TORCH_DIR=build/demo-mpi-torch
 
 cmd_demo-mpi() {
+  local variant=''
+  if (($# > 0)) && [[ $1 == torch ]]; then
+    variant=torch
+    shift
+  fi
   parse_demo_args demo-mpi "$@"
-  local demo_args=("${DEMO_ARGS[@]}") tmp='' status=0
+  local demo_args=("${DEMO_ARGS[@]}") tmp='' status=0 exe
+  local mpirun_args=(--oversubscribe -np 4)
+  ((EUID != 0)) || mpirun_args=(--allow-run-as-root "${mpirun_args[@]}")
+  if [[ $variant == torch ]]; then
+    ensure_packages "${DEMO_MPI_PACKAGES[@]}" "${TORCH_PACKAGES[@]}"
+    command -v mpirun >/dev/null 2>&1 || die "mpirun not found (Debian package openmpi-bin)"
+    exe=$(build_train_digits_ddp "$DEMO_MPI_TORCH_DIR" -Dmpi=enabled)
+    ddp_demo_args "$ROOT/$DEMO_MPI_TORCH_DIR"
+    note "OMP_NUM_THREADS=1 mpirun ${mpirun_args[*]} $exe --engine mpi --data $DIGITS_CSV ${DEMO_ARGS[*]}" >&2
+    OMP_NUM_THREADS=1 exec mpirun "${mpirun_args[@]}" "$exe" --engine mpi --data "$DIGITS_CSV" \
+      "${DEMO_ARGS[@]}"
+  fi
   ensure_packages "${DEMO_MPI_PACKAGES[@]}"
   command -v mpirun >/dev/null 2>&1 || die "mpirun not found (Debian package openmpi-bin)"
-  local log=$DEMO_MPI_DIR.log exe=$DEMO_MPI_DIR/examples/mpi_data_parallel
+  local log=$DEMO_MPI_DIR.log
+  exe=$DEMO_MPI_DIR/examples/mpi_data_parallel
   mkdir -p build
   pick_meson >"$log"
   note "building examples/mpi_data_parallel (output in $log)" >&2
@@ -34,8 +57,6 @@ cmd_demo-mpi() {
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/runhooks-demo-mpi.XXXXXX")
     demo_args=(--steps 20000 --checkpoint-dir "$tmp/checkpoints")
   fi
-  local mpirun_args=(--oversubscribe -np 4)
-  ((EUID != 0)) || mpirun_args=(--allow-run-as-root "${mpirun_args[@]}")
   note "mpirun ${mpirun_args[*]} $exe ${demo_args[*]}" >&2
   mpirun "${mpirun_args[@]}" "$exe" "${demo_args[@]}" || status=$?
   [[ -z $tmp ]] || rm -rf "$tmp"

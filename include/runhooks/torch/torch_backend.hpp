@@ -1,10 +1,12 @@
 // TorchBackend: a libtorch classifier trained by mini-batch gradient descent, one optimizer step
 // per run(), as a runhooks backend: global step, lazily converted loss and accuracy fetches, and
-// checkpoints of model, optimizer and step.
+// checkpoints of model, optimizer, step, torch's CPU random state and the data position.
 #pragma once
 
 #include <runhooks/detail/config.hpp>
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/module.h>
 #include <torch/optim/adagrad.h>
@@ -23,10 +25,13 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -169,7 +174,72 @@ struct TorchOptimizerState<torch::optim::RMSprop> {
   }
 };
 
+// The CPU generator's state (torch::manual_seed's generator: dropout, randperm, initializers).
+inline torch::Tensor torch_cpu_rng_state() {
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  const std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+// The CPU generator's state kept for a snapshot without a tensor: its engine and cached normal
+// samples, copied on the training thread with no allocation; its tensor made by state(), on the
+// thread that writes the snapshot.
+struct TorchCpuRngCopy {
+  at::mt19937 engine;
+  std::optional<float> float_sample;
+  std::optional<double> double_sample;
+
+  void fill() {
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    const std::lock_guard<std::mutex> lock(generator.mutex());
+    auto* impl = generator.get<at::CPUGeneratorImpl>();
+    engine = impl->engine();
+    float_sample = impl->next_float_normal_sample();
+    double_sample = impl->next_double_normal_sample();
+  }
+  torch::Tensor state() const {
+    at::CPUGeneratorImpl copy;
+    copy.set_engine(engine);
+    copy.set_next_float_normal_sample(float_sample);
+    copy.set_next_double_normal_sample(double_sample);
+    return torch::Tensor(copy.get_state());
+  }
+};
+inline void set_torch_cpu_rng_state(const torch::Tensor& state) {
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  const std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
+
+// Where the data stands at a step, as a checkpoint records it: the epoch, the offset of the
+// step's global batch in that epoch's order, and what fixes the order (seed, global batch size).
+struct TorchDataPosition {
+  std::int64_t epoch = 0;
+  std::int64_t offset = 0;
+  std::int64_t seed = 0;  // the TensorBatches seed's bits
+  std::int64_t batch_size = 0;
+
+  static TorchDataPosition at(const TensorBatches& batches, std::int64_t step) {
+    return {batches.epoch_of(step), batches.offset_of(step),
+            static_cast<std::int64_t>(batches.seed()), batches.batch_size()};
+  }
+  void write(torch::serialize::OutputArchive& archive) const {
+    archive.write("data_epoch", c10::IValue(epoch));
+    archive.write("data_offset", c10::IValue(offset));
+    archive.write("data_seed", c10::IValue(seed));
+    archive.write("data_batch_size", c10::IValue(batch_size));
+  }
+};
+
 }  // namespace detail
+
+// The default gradient synchronization of a TorchBackend: none (one process). Its
+// after_backward is empty and inline, so a step is what it was before the policy existed.
+// A policy is a type with `void after_backward(torch::nn::Module& model)`, called after
+// loss.backward() and before Optimizer::step() in every run(); runhooks::GradientAllreduce
+// (<runhooks/torch/distributed/gradient_allreduce.hpp>) averages the gradients over ranks.
+struct NoGradientSync {
+  void after_backward(const torch::nn::Module&) const noexcept {}
+};
 
 // The default loss: cross-entropy of class logits [B, C] against class indices [B].
 struct CrossEntropyLoss {
@@ -192,8 +262,11 @@ struct CrossEntropyLoss {
 //                   for this step; the accuracy (argmax, compare, mean) is computed only then.
 //                   item_calls() counts every .item() the backend made.
 //   save(prefix):   one file, prefix + ".pt": a torch archive of the model ("model"), the
-//                   optimizer's state ("optimizer") and the global step ("global_step"), each
-//                   as torch::save writes it. Checkpointable (<runhooks/checkpoint/>): the
+//                   optimizer's state ("optimizer"), the global step ("global_step"), torch's CPU
+//                   generator state ("rng_state") and the data position ("data_epoch",
+//                   "data_offset": where the step's global batch starts; "data_seed",
+//                   "data_batch_size": what fixes the order), each as torch::save writes it.
+//                   Checkpointable (<runhooks/checkpoint/>): the
 //                   checkpoint library stages, fsyncs and commits the file.
 //   snapshot(into): copies the model's parameters and buffers, the optimizer's per-parameter
 //                   state (SGD, Adam, AdamW, Adagrad, RMSprop) and the global step into the host
@@ -205,22 +278,47 @@ struct CrossEntropyLoss {
 //                   is the archive serialized on the training thread, as before.
 //   snapshot():     a new Snapshot, filled so (SnapshottableByValue: what earlier versions had).
 //   restore(prefix): reads that file back into this backend's model and optimizer (same
-//                   architecture and optimizer type) and its global step. A missing or torn
-//                   file, a parameter of another shape or type, or an optimizer state that does
-//                   not load throws and leaves the backend as it was.
+//                   architecture and optimizer type), its global step and torch's CPU generator.
+//                   A missing or torn file, a parameter of another shape or type, an optimizer
+//                   state that does not load, or a data position that this backend's
+//                   TensorBatches would not reach at that step (another seed, global batch size
+//                   or data set size: the error names both values) throws and leaves the backend
+//                   as it was. An archive of an earlier version, without "rng_state" and the
+//                   data keys, restores the rest and leaves the generator and the check alone.
 //
 // The batch of a step depends only on the TensorBatches seed and the global step, so a restored
 // backend trains on the batches an uninterrupted one would have. Small models train fastest on
 // one thread: call torch::set_num_threads(1) (libtorch's OpenMP pool spins on a busy machine).
-template <class Model, class Optimizer, class LossFn = CrossEntropyLoss>
+//
+// GradientSync is what happens to the gradients between backward() and the optimizer's step:
+// NoGradientSync (the default, nothing: one process) or runhooks::GradientAllreduce<Engine>
+// (<runhooks/torch/distributed/gradient_allreduce.hpp>: averaged over the ranks of a
+// data-parallel job, as DDP does), given to the constructor that takes it before the optimizer's
+// arguments.
+template <class Model, class Optimizer, class LossFn = CrossEntropyLoss,
+          class GradientSync = NoGradientSync>
 class TorchBackend {
  public:
   template <class... OptimizerArgs>
+    requires std::is_same_v<GradientSync, NoGradientSync>
   TorchBackend(Model model, TensorBatches batches, OptimizerArgs&&... optimizer_args)
       : model_(std::move(model)),
         optimizer_(std::make_unique<Optimizer>(model_->parameters(),
                                                std::forward<OptimizerArgs>(optimizer_args)...)),
         batches_(std::move(batches)) {
+    model_->train();
+  }
+
+  // A data-parallel backend: `sync` averages the gradients of every step over the ranks; batches
+  // is this rank's shard (TensorBatches::Shard).
+  template <class... OptimizerArgs>
+    requires(!std::is_same_v<GradientSync, NoGradientSync>)
+  TorchBackend(Model model, TensorBatches batches, GradientSync sync,
+               OptimizerArgs&&... optimizer_args)
+      : model_(std::move(model)),
+        optimizer_(std::make_unique<Optimizer>(model_->parameters(),
+                                               std::forward<OptimizerArgs>(optimizer_args)...)),
+        batches_(std::move(batches)), sync_(std::move(sync)) {
     model_->train();
   }
 
@@ -230,6 +328,7 @@ class TorchBackend {
     torch::Tensor logits = model_->forward(inputs);
     torch::Tensor loss = loss_fn_(logits, targets);
     loss.backward();
+    sync_.after_backward(*model_);
     optimizer_->step();
     loss_ = loss.detach();
     logits_ = logits.detach();
@@ -276,6 +375,8 @@ class TorchBackend {
         optimizer_->save(optimizer_archive);
         archive.write("optimizer", optimizer_archive);
         archive.write("global_step", c10::IValue(global_step_));
+        archive.write("rng_state", rng_.state());
+        data_.write(archive);
         archive.save_to(checkpoint_file(prefix).string());
       } else {
         std::ofstream file(checkpoint_file(prefix), std::ios::binary | std::ios::trunc);
@@ -296,6 +397,8 @@ class TorchBackend {
     // its own save() writes the optimizer's archive, libtorch's layout with no copy of it here.
     std::unique_ptr<Optimizer> optimizer_;
     std::int64_t global_step_ = 0;
+    detail::TorchCpuRngCopy rng_;
+    detail::TorchDataPosition data_;
     std::string bytes_;  // the serialized archive, for an optimizer whose state is not copied
   };
 
@@ -310,6 +413,8 @@ class TorchBackend {
     if constexpr (copies_tensors) {
       using State = detail::TorchOptimizerState<Optimizer>;
       const torch::NoGradGuard no_grad;
+      into.rng_.fill();
+      into.data_ = detail::TorchDataPosition::at(batches_, global_step_);
       into.model_.fill(*model_);
       if (!into.optimizer_)
         into.optimizer_ = std::make_unique<Optimizer>(
@@ -363,6 +468,16 @@ class TorchBackend {
     if (!step.isInt())
       throw std::runtime_error("runhooks::TorchBackend::restore: " + file +
                                ": global_step is not an integer");
+    if (step.toInt() < 0)
+      throw std::runtime_error("runhooks::TorchBackend::restore: " + file +
+                               ": global_step is negative: " + std::to_string(step.toInt()));
+    // Written since the archive has them; an earlier version's archive has neither.
+    torch::Tensor rng_state;
+    if (archive.try_read("rng_state", rng_state) &&
+        (rng_state.scalar_type() != torch::kByte || rng_state.dim() != 1))
+      throw std::runtime_error("runhooks::TorchBackend::restore: " + file +
+                               ": rng_state is not a byte tensor, it is " + describe(rng_state));
+    check_data_position(archive, file, step.toInt());
     check_shapes(*model_, model_archive, file, "");
     // The optimizer's state can only be checked by loading it: on a failure, put back what was.
     std::stringstream before;
@@ -377,6 +492,7 @@ class TorchBackend {
       // before the first step (no momentum yet) would otherwise keep this backend's momentum.
       optimizer_->state().clear();
       optimizer_->load(optimizer_archive);
+      if (rng_state.defined()) detail::set_torch_cpu_rng_state(rng_state);
     } catch (...) {
       torch::serialize::InputArchive previous, previous_model, previous_optimizer;
       previous.load_from(before);
@@ -404,11 +520,55 @@ class TorchBackend {
   Model& model() noexcept { return model_; }
   Optimizer& optimizer() noexcept { return *optimizer_; }
   TensorBatches& batches() noexcept { return batches_; }
+  GradientSync& gradient_sync() noexcept { return sync_; }
 
  private:
   float item(const torch::Tensor& scalar) const {
     ++item_calls_;
     return scalar.item<float>();
+  }
+
+  // Throws unless the archive's data position, when it has one, is where this backend's batches
+  // stand at `step`: the same seed and global batch size (the error names both values), and the
+  // epoch and offset they give for the step (another data set size otherwise).
+  void check_data_position(torch::serialize::InputArchive& archive, const std::string& file,
+                           std::int64_t step) const {
+    const char* keys[4] = {"data_epoch", "data_offset", "data_seed", "data_batch_size"};
+    std::int64_t stored[4] = {};
+    int found = 0;
+    for (int i = 0; i < 4; ++i) {
+      c10::IValue value;
+      if (!archive.try_read(keys[i], value)) continue;
+      if (!value.isInt())
+        throw std::runtime_error("runhooks::TorchBackend::restore: " + file + ": " + keys[i] +
+                                 " is not an integer");
+      stored[i] = value.toInt();
+      ++found;
+    }
+    if (found == 0) return;  // an archive of an earlier version
+    if (found != 4)
+      throw std::runtime_error("runhooks::TorchBackend::restore: " + file +
+                               " holds only part of the data position (data_epoch, data_offset, "
+                               "data_seed, data_batch_size)");
+    const detail::TorchDataPosition mine = detail::TorchDataPosition::at(batches_, step);
+    const auto mismatch = [&](const std::string& what, const std::string& theirs,
+                              const std::string& ours) {
+      return std::runtime_error("runhooks::TorchBackend::restore: " + file + " was written with " +
+                                what + " " + theirs + ", this backend's TensorBatches has " + ours +
+                                ": the resumed run would not train on the batches of the one "
+                                "that wrote it");
+    };
+    if (stored[2] != mine.seed)
+      throw mismatch("the data seed", std::to_string(static_cast<std::uint64_t>(stored[2])),
+                     std::to_string(static_cast<std::uint64_t>(mine.seed)));
+    if (stored[3] != mine.batch_size)
+      throw mismatch("the global batch size", std::to_string(stored[3]),
+                     std::to_string(mine.batch_size));
+    if (stored[0] != mine.epoch || stored[1] != mine.offset)
+      throw mismatch("step " + std::to_string(step) + " at", "epoch " + std::to_string(stored[0]) +
+                     ", offset " + std::to_string(stored[1]),
+                     "epoch " + std::to_string(mine.epoch) + ", offset " +
+                         std::to_string(mine.offset) + " (another data set size?)");
   }
 
   // Throws unless every parameter and buffer of `module` is in `archive` with its shape and type.
@@ -454,6 +614,8 @@ class TorchBackend {
     optimizer_->save(optimizer_archive);
     archive.write("optimizer", optimizer_archive);
     archive.write("global_step", c10::IValue(global_step_));
+    archive.write("rng_state", detail::torch_cpu_rng_state());
+    detail::TorchDataPosition::at(batches_, global_step_).write(archive);
   }
 
   static constexpr bool copies_tensors = detail::TorchOptimizerState<Optimizer>::known;
@@ -462,6 +624,7 @@ class TorchBackend {
   std::unique_ptr<Optimizer> optimizer_;  // holds the model's parameters: made from model_
   TensorBatches batches_;
   [[no_unique_address]] LossFn loss_fn_;
+  [[no_unique_address]] GradientSync sync_;
   std::int64_t global_step_ = 0;
   torch::Tensor loss_;     // of the last step's batch, detached; converted only by a fetch
   torch::Tensor logits_;   // of the last step's batch, detached

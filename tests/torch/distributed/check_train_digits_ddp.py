@@ -1,0 +1,446 @@
+#!/usr/bin/env python3
+"""examples/torch/train_digits_ddp with real processes: torchrun (c10d) and mpirun (MPI).
+
+    check_train_digits_ddp.py CASE PROGRAM --data CSV [--python PYTHON] [--mpirun MPIRUN]
+
+PROGRAM is train_digits_ddp; PYTHON runs torchrun (`PYTHON -m torch.distributed.run`, the torch
+the program links). Without the digits data (CSV empty or missing) every case but `args` exits
+77 (skipped), never a pass. CASE is one of
+
+  args      the command line alone: unknown arguments and bad values exit 2 naming them.
+  c10d      4 ranks under torchrun, 300 steps: every rank ends with the same parameters (the hash
+            of their bytes), stops at step 300 once, and rank 0's test accuracy is >= 0.9. Then
+            the whole job SIGKILLed after a checkpoint and rerun: every rank resumes at the
+            chief's last complete checkpoint and ends with the uninterrupted run's parameters,
+            bit for bit. Then the same checkpoint resumed by 2 ranks: the same step and the same
+            restored parameters.
+  mpi       the same first two claims under mpirun -np 4 (--engine mpi), and the SIGKILL + rerun.
+  restart   under torchrun --max-restarts 3, one worker SIGKILLed after a checkpoint: torchrun
+            restarts the group, every rank resumes at the chief's last complete checkpoint, and
+            the run ends with accuracy >= 0.9, exit 0.
+  sigterm   SIGTERM to torchrun mid-run: it forwards it; every rank stops after the same step,
+            the chief writes the final checkpoint at that step, every rank exits 0.
+  throw     rank 1 throws after step 40 (--throw-at-step): the job ends within the collective
+            timeout (10 s), naming rank 1 and the error; no hang.
+  no-store  one rank with torchrun's variables but nothing at MASTER_PORT: an error naming the
+            address and the timeout (2 s) within seconds.
+Prints what it measured and exits non-zero on any failed claim.
+"""
+
+import argparse
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+BOUND_SECS = 90.0  # no run may take longer: a hang fails the test
+MIN_ACCURACY = 0.9
+TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+                      "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_RUN_ID",
+                      "TORCHELASTIC_USE_AGENT_STORE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                      "ROLE_RANK", "ROLE_WORLD_SIZE", "GROUP_WORLD_SIZE")
+
+
+def fail(message, output=None):
+    if output is not None:
+        print("---- output ----\n" + output + "\n----------------")
+    print("FAILED: " + message, flush=True)
+    sys.exit(1)
+
+
+def check(condition, message, output=None):
+    if not condition:
+        fail(message, output)
+
+
+class Job:
+    """A command in a session of its own, its stdout and stderr merged and collected by a
+    thread, so that a test can wait for a line and then signal it."""
+
+    def __init__(self, command, env=None):
+        print("$ " + " ".join(str(c) for c in command), flush=True)
+        self.start = time.monotonic()
+        self.process = subprocess.Popen([str(c) for c in command], stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        text=True, env=env, start_new_session=True)
+        self.lines = []
+        self.lock = threading.Lock()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            with self.lock:
+                self.lines.append(line)
+
+    def output(self):
+        with self.lock:
+            return "".join(self.lines)
+
+    def wait_for(self, pattern, timeout=BOUND_SECS):
+        """The first match of pattern in the output, waiting for it; fails if the job ends or
+        the time runs out first."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            m = re.search(pattern, self.output(), re.M)
+            if m:
+                return m
+            if self.process.poll() is not None:
+                self.reader.join(5)
+                m = re.search(pattern, self.output(), re.M)
+                if m:
+                    return m
+                fail(f"the job ended (exit {self.process.returncode}) without {pattern!r}",
+                     self.output())
+            time.sleep(0.02)
+        self.kill()
+        fail(f"no {pattern!r} within {timeout} s", self.output())
+
+    def finish(self, timeout=BOUND_SECS):
+        """(exit status, output, seconds); a hang past timeout fails the test."""
+        try:
+            self.process.wait(timeout=timeout - (time.monotonic() - self.start))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            fail(f"no end within {timeout} s (a hang)", self.output())
+        self.reader.join(10)
+        return self.process.returncode, self.output(), time.monotonic() - self.start
+
+    def kill(self):
+        """SIGKILL to the launcher and every process under it: torchrun starts its workers in
+        sessions of their own, so its process group alone would leave them running."""
+        doomed = descendants(self.process.pid)
+        for pid in doomed + [self.process.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+
+
+def env_one_thread():
+    env = dict(os.environ)
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def torchrun(args, nproc, python, program, restarts=0):
+    return Job([python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", nproc,
+                "--max-restarts", restarts, "--no-python", program, "--engine", "c10d",
+                "--timeout-secs", 10] + args, env_one_thread())
+
+
+def mpirun(args, nproc, mpirun_exe, program):
+    extra = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    return Job([mpirun_exe] + extra + ["--oversubscribe", "-np", nproc, program,
+                                       "--engine", "mpi"] + args, env_one_thread())
+
+
+def per_rank(pattern, output):
+    """{rank: [values]} of every line matching pattern (groups: rank, value)."""
+    found = {}
+    for m in re.finditer(pattern, output, re.M):
+        found.setdefault(int(m[1]), []).append(m[2])
+    return found
+
+
+def finished_run(output, nproc, steps, expect_accuracy=True):
+    """Checks a run that ended: every rank stopped at `steps` exactly once with the same
+    parameters hash; returns the hash."""
+    stopped = per_rank(r"^rank (\d+) stopped at step (\d+)$", output)
+    check(sorted(stopped) == list(range(nproc)) and
+          all(v == [str(steps)] for v in stopped.values()),
+          f"expected every rank of {nproc} to print `rank R stopped at step {steps}` once, got "
+          f"{stopped}", output)
+    hashes = per_rank(r"^rank (\d+) parameters hash: (\d+)$", output)
+    check(sorted(hashes) == list(range(nproc)) and all(len(v) == 1 for v in hashes.values()),
+          f"expected one `rank R parameters hash: H` per rank, got {hashes}", output)
+    distinct = {v[0] for v in hashes.values()}
+    check(len(distinct) == 1, f"the ranks hold different parameters: {hashes}", output)
+    if expect_accuracy:
+        m = re.search(r"^test accuracy: ([0-9.]+)", output, re.M)
+        check(m and float(m[1]) >= MIN_ACCURACY, f"no test accuracy >= {MIN_ACCURACY}", output)
+        print(f"ok: test accuracy {m[1]}")
+    m = re.search(r"^trained (\d+) steps in .*$", output, re.M)
+    if m:
+        print("   " + m[0])
+    print(f"ok: all {nproc} ranks stopped at step {steps} with parameters hash {distinct}")
+    return distinct.pop()
+
+
+def resumed(output, nproc):
+    """(step, restored parameters hash), the same on every rank, from `rank R resumed at ...`."""
+    found = {int(m[1]): (int(m[2]), m[3]) for m in re.finditer(
+        r"^rank (\d+) resumed at step (\d+), parameters hash: (\d+)$", output, re.M)}
+    check(sorted(found) == list(range(nproc)), f"expected every rank of {nproc} to resume, got "
+          f"{found}", output)
+    check(len(set(found.values())) == 1, f"the ranks resumed differently: {found}", output)
+    return next(iter(found.values()))
+
+
+def last_checkpoint(model_dir):
+    """The step of the checkpoint that the state file names (the last complete one)."""
+    with open(os.path.join(model_dir, "checkpoint")) as f:
+        m = re.search(r'^model_checkpoint_path: "model\.ckpt-(\d+)"', f.read(), re.M)
+    check(m, f"{model_dir}/checkpoint names no model.ckpt-N")
+    return int(m[1])
+
+
+def kill_and_resume(start_job, common, model_dir, nproc, whole_hash, steps, save_steps):
+    """Runs start_job(args) until a checkpoint after step 0 is saved and a little more, SIGKILLs
+    the whole job, reruns it; the rerun must resume at the last complete checkpoint and end with
+    whole_hash. Returns the checkpoint's step."""
+    job = start_job(common + ["--model-dir", model_dir])
+    job.wait_for(rf"saved checkpoint .*model\.ckpt-{save_steps}$")
+    time.sleep(random.uniform(0.0, 0.1))
+    job.kill()
+    at = last_checkpoint(model_dir)
+    print(f"killed the whole job; the last complete checkpoint is at step {at}")
+    code, output, secs = start_job(common + ["--model-dir", model_dir]).finish()
+    check(code == 0, f"the rerun exited {code}", output)
+    step, restored = resumed(output, nproc)
+    check(step == at, f"the rerun resumed at step {step}, the last checkpoint is at {at}", output)
+    final = finished_run(output, nproc, steps, expect_accuracy=False)
+    check(final == whole_hash, f"the resumed run ends with parameters hash {final}, the "
+          f"uninterrupted one with {whole_hash}", output)
+    print(f"ok: every rank resumed at step {at} and ended bit for bit as the uninterrupted run "
+          f"({secs:.1f} s)")
+    return at, restored
+
+
+def case_engine(engine, args):
+    # MPI's steps are faster (about 1.8 ms against c10d's 6 ms on 4 ranks of 2 cores): more of
+    # them, so that the kill comes mid-run.
+    nproc, steps, save_steps = 4, (300 if engine == "c10d" else 800), 100
+    common = ["--data", args.data, "--steps", steps, "--save-steps", save_steps,
+              "--log-every", 100]
+    if engine == "c10d":
+        def start(a, n=nproc):
+            return torchrun(a, n, args.python, args.program)
+    else:
+        def start(a, n=nproc):
+            return mpirun(a, n, args.mpirun, args.program)
+    with tempfile.TemporaryDirectory(prefix="runhooks-ddp-") as tmp:
+        code, output, secs = start(common + ["--model-dir", os.path.join(tmp, "whole")]).finish()
+        check(code == 0, f"exit {code}", output)
+        whole = finished_run(output, nproc, steps)
+        print(f"   uninterrupted run: {secs:.1f} s")
+        killed = os.path.join(tmp, "killed")
+        at, restored = kill_and_resume(start, common, killed, nproc, whole, steps, save_steps)
+        if engine != "c10d":
+            return
+        # Another world size: the checkpoint at `at`, as the killed job left it, resumed by 2.
+        # kill_and_resume's rerun went on from it; its checkpoints up to `at` are the same files.
+        two = os.path.join(tmp, "two")
+        os.makedirs(two)
+        for name in os.listdir(killed):
+            if name.startswith(f"model.ckpt-{at}."):
+                shutil.copy2(os.path.join(killed, name), two)
+        with open(os.path.join(two, "checkpoint"), "w") as f:
+            f.write(f'model_checkpoint_path: "model.ckpt-{at}"\n'
+                    f'all_model_checkpoint_paths: "model.ckpt-{at}"\n')
+        code, output, secs = start(common + ["--model-dir", two], 2).finish()
+        check(code == 0, f"the 2-rank run exited {code}", output)
+        step, hash2 = resumed(output, 2)
+        check((step, hash2) == (at, restored), f"2 ranks resumed at step {step} with parameters "
+              f"hash {hash2}; 4 ranks at step {at} with {restored}", output)
+        finished_run(output, 2, steps, expect_accuracy=False)
+        print(f"ok: 2 ranks resumed the 4 ranks' checkpoint at step {at} with the same "
+              f"parameters ({secs:.1f} s)")
+
+
+def children(pid):
+    kids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if int(fields[1]) == pid:
+                    kids.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+    return kids
+
+
+def descendants(pid):
+    """Every process under pid (children first found, then theirs)."""
+    found, queue = [], [pid]
+    while queue:
+        kids = children(queue.pop())
+        found += kids
+        queue += kids
+    return found
+
+
+def worker_of_rank(torchrun_pid, rank):
+    for kid in children(torchrun_pid):
+        try:
+            with open(f"/proc/{kid}/environ", "rb") as f:
+                env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+        except OSError:
+            continue
+        if env.get(b"RANK") == str(rank).encode():
+            return kid
+    return None
+
+
+def case_restart(args):
+    nproc, steps, save_steps = 4, 300, 100
+    with tempfile.TemporaryDirectory(prefix="runhooks-ddp-") as tmp:
+        job = torchrun(["--data", args.data, "--steps", steps, "--save-steps", save_steps,
+                        "--log-every", 100, "--model-dir", tmp], nproc, args.python, args.program,
+                       restarts=3)
+        job.wait_for(rf"saved checkpoint .*model\.ckpt-{save_steps}$")
+        victim = worker_of_rank(job.process.pid, 2)
+        check(victim is not None, "no worker of rank 2 among torchrun's children", job.output())
+        os.kill(victim, signal.SIGKILL)
+        print(f"SIGKILLed rank 2 (pid {victim})")
+        code, output, secs = job.finish()
+        check(code == 0, f"torchrun exited {code}", output)
+        before = output[:output.find(" resumed at step ")]
+        saved = [int(s) for s in re.findall(r"saved checkpoint .*model\.ckpt-(\d+)$", before, re.M)]
+        step, _ = resumed(output, nproc)
+        check(saved and step == max(saved), f"resumed at step {step}; the chief's last complete "
+              f"checkpoint before the restart was at {max(saved) if saved else None}", output)
+        finished_run(output, nproc, steps)
+        print(f"ok: torchrun restarted the group; every rank resumed at step {step}, the chief's "
+              f"last checkpoint, and finished ({secs:.1f} s)")
+
+
+def case_sigterm(args):
+    nproc, steps = 4, 100000
+    with tempfile.TemporaryDirectory(prefix="runhooks-ddp-") as tmp:
+        job = torchrun(["--data", args.data, "--steps", steps, "--save-steps", 100,
+                        "--log-every", 100, "--model-dir", tmp], nproc, args.python, args.program)
+        job.wait_for(r"saved checkpoint .*model\.ckpt-100$")
+        os.kill(job.process.pid, signal.SIGTERM)
+        sent = time.monotonic()
+        print("sent SIGTERM to torchrun")
+        code, output, secs = job.finish()
+        stopped = per_rank(r"^rank (\d+) stopped at step (\d+)$", output)
+        check(sorted(stopped) == list(range(nproc)) and all(len(v) == 1 for v in stopped.values())
+              and len({v[0] for v in stopped.values()}) == 1,
+              f"expected every rank to stop once after the same step, got {stopped}", output)
+        at = int(stopped[0][0])
+        check(100 <= at < steps, f"stopped at step {at}", output)
+        check(last_checkpoint(tmp) == at, f"the last checkpoint is at step {last_checkpoint(tmp)},"
+              f" the ranks stopped at {at}", output)
+        finished_run(output, nproc, at, expect_accuracy=False)
+        failed = re.findall(r"exitcode\s*:\s*(-?\d+)", output)
+        check(all(c == "0" for c in failed), f"a worker exited non-zero: {failed}", output)
+        print(f"ok: SIGTERM stopped every rank after step {at}, final checkpoint written; torchrun "
+              f"exit {code}, {time.monotonic() - sent:.1f} s after the signal")
+
+
+def case_throw(args):
+    job = torchrun(["--data", args.data, "--steps", 100000, "--save-steps", 1000,
+                    "--log-every", 1000, "--throw-at-step", 40, "--throw-rank", 1,
+                    "--model-dir", tempfile.mkdtemp(prefix="runhooks-ddp-")], 4, args.python,
+                   args.program)
+    code, output, secs = job.finish(timeout=40)
+    check(code != 0, "torchrun exited 0", output)
+    check(re.search(r"runhooks: rank 1 of 4: error: an injected failure after step 40 "
+                    r"\(--throw-at-step\); ending the job", output),
+          "no error naming rank 1 and the failure", output)
+    print(f"ok: the job ended in {secs:.1f} s with torchrun's exit {code}, naming rank 1 and "
+          f"its error")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def case_no_store(args):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_VARIABLES}
+    env.update({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port), "TORCHELASTIC_RESTART_COUNT": "0",
+                "TORCHELASTIC_RUN_ID": "ddp", "TORCHELASTIC_USE_AGENT_STORE": "True"})
+    code, output, secs = Job([args.program, "--engine", "c10d", "--data", args.data,
+                              "--model-dir", tempfile.mkdtemp(prefix="runhooks-ddp-"),
+                              "--timeout-secs", 2], env).finish(timeout=30)
+    check(code == 1, f"exit {code}, expected 1", output)
+    check(f"cannot reach the job's store at MASTER_ADDR:MASTER_PORT = 127.0.0.1:{port}" in output
+          and "C10dOptions::timeout_secs = 2 s" in output and "rank 1 of 2" in output,
+          "no error naming the store's address and the timeout", output)
+    check(secs < 15, f"the error took {secs:.1f} s")
+    print(f"ok: no store at port {port}: an error naming it after {secs:.1f} s")
+
+
+def case_args(args):
+    with tempfile.TemporaryDirectory(prefix="runhooks-ddp-") as tmp:
+        hint = "; see train_digits_ddp --help"
+        base = ["--engine", "c10d", "--data", "x.csv.gz", "--model-dir", "m"]
+        refused = [
+            (["--bogus"], "unknown argument '--bogus'"),
+            (base + ["extra"], "unknown argument 'extra'"),
+            (["--engine"], "--engine needs a value"),
+            (["--engine", "nccl"], "--engine must be c10d or mpi, got 'nccl'"),
+            (base[2:], "--engine is required (c10d or mpi)"),
+            (base[:4], "--model-dir is required: a restarted job resumes from its checkpoints"),
+            (base[:2] + base[4:], "--data is required (tools/fetch_digits.py fetches it)"),
+            (base + ["--bucket-cap-mb", "0"], "--bucket-cap-mb must be a number of MiB greater "
+             "than 0 and at most 1e6, got '0'"),
+            (base + ["--bucket-cap-mb", "x"], "--bucket-cap-mb must be a number of MiB greater "
+             "than 0 and at most 1e6, got 'x'"),
+        ] + [(base + [flag, value], f"{flag} must be a positive integer, got '{value}'")
+             for flag in ["--steps", "--save-steps", "--log-every", "--seed", "--timeout-secs",
+                          "--throw-at-step"] for value in ["0", "x"]]
+        for argv, message in refused:
+            proc = subprocess.run([args.program] + argv, cwd=tmp, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, timeout=60)
+            expected = "train_digits_ddp: " + message + hint + "\n"
+            check(proc.returncode == 2 and proc.stderr == expected and not proc.stdout,
+                  f"train_digits_ddp {' '.join(argv)}: exit {proc.returncode}, stdout "
+                  f"{proc.stdout!r}, stderr {proc.stderr!r}; expected exit 2 and {expected!r}")
+            print(f"ok: {' '.join(argv)}: exit 2, {message!r}")
+        check(os.listdir(tmp) == [], f"a refused command line made {os.listdir(tmp)}")
+        proc = subprocess.run([args.program, "--help"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+        check(proc.returncode == 0 and proc.stdout.startswith("usage: train_digits_ddp ")
+              and not proc.stderr, f"--help: exit {proc.returncode}, {proc.stdout!r}")
+        print("ok: --help: exit 0 and the usage")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("case", choices=["args", "c10d", "mpi", "restart", "sigterm", "throw",
+                                         "no-store"])
+    parser.add_argument("program")
+    parser.add_argument("--data", default="")
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--mpirun", default="")
+    args = parser.parse_args()
+    args.program = os.path.abspath(args.program)
+    if args.case == "args":
+        return case_args(args)
+    if not args.data or not os.path.isfile(args.data):
+        print(f"SKIP: no digits data (-Ddigits_csv={args.data!r}; tools/fetch_digits.py "
+              "fetches it)")
+        sys.exit(77)
+    if args.case == "mpi" and not args.mpirun:
+        print("SKIP: no mpirun, or this build has no MPI engine")
+        sys.exit(77)
+    start = time.monotonic()
+    {"c10d": lambda: case_engine("c10d", args), "mpi": lambda: case_engine("mpi", args),
+     "restart": lambda: case_restart(args), "sigterm": lambda: case_sigterm(args),
+     "throw": lambda: case_throw(args), "no-store": lambda: case_no_store(args)}[args.case]()
+    print(f"done in {time.monotonic() - start:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
