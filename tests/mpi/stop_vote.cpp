@@ -5,8 +5,10 @@
 // then fails it). Also: a direct stop under the every-step vote, one every rank requests at the
 // same step (StopAtStepHook), a direct or coordinator stop on one rank of asynchronous workers,
 // a real signal (SignalStopHook in MpiVoted), MpiChiefOnly, options that differ between ranks, and bad options.
+// And max_overhead: votes of a slow engine are spaced to stay about that fraction of the stepping.
 
 #include <runhooks/mpi/mpi_chief_only.hpp>
+#include <runhooks/mpi/mpi_collective.hpp>
 #include <runhooks/mpi/mpi_environment.hpp>
 #include <runhooks/mpi/mpi_stop_vote_hook.hpp>
 
@@ -17,12 +19,16 @@
 #include <runhooks/monitored_session.hpp>
 #include <runhooks/session_run_args.hpp>
 
+#include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -52,6 +58,35 @@ struct AsyncBackend {
     ++step;
   }
   std::int64_t global_step() const { return step; }
+};
+
+// A data-parallel step of 20 µs of work (a busy wait: the clock, not the CPU, so an oversubscribed
+// rank that is descheduled does not take longer) and its gradient allreduce: the ranks arrive at a
+// vote together, so its time is the vote's, not a wait for a slower rank.
+struct BusyLockstepBackend {
+  std::int64_t step = 0;
+  void run() {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    double gradient = 1.0, sum = 0.0;
+    MPI_Allreduce(&gradient, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    ++step;
+  }
+  std::int64_t global_step() const { return step; }
+};
+
+// The MPI engine made slow: every blocking vote first sleeps 2 ms (as a Gloo allreduce of a few
+// integers can take on a busy machine), and the time spent in votes is counted.
+struct SlowCollective : runhooks::MpiCollective {
+  SlowCollective() : MpiCollective(MPI_COMM_WORLD) {}
+  void allreduce_max(std::span<std::int64_t> values) {
+    const auto start = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    MpiCollective::allreduce_max(values);
+    voting += std::chrono::steady_clock::now() - start;
+  }
+  static inline std::chrono::duration<double> voting{};
 };
 
 double cast_time = 0.0;  // MPI_Wtime() when StopOneRank last requested its stop
@@ -261,6 +296,29 @@ int main(int argc, char** argv) {
     MPI_CHECK(message.find("differ between ranks") != std::string::npos);
   }
 
+  {  // max_overhead: votes of 2 ms under every_n_secs = 1 ms would take two thirds of the time
+     // (a vote after each 1 ms of steps); the default max_overhead of 1 % spaces them to at least
+     // 200 ms of steps. 20,000 steps of 20 µs: the rounds while the interval grows (at most 8x a
+     // round) and a few more, 1.4 to 1.7 % of the run (65 % without max_overhead).
+    SlowCollective::voting = {};
+    runhooks::MonitoredSession session(
+        BusyLockstepBackend{}, runhooks::StopAtStepHook({.last_step = 20000}),
+        runhooks::StopVoteHook(SlowCollective{}, {.every_n_steps = 0, .every_n_secs = 0.001}));
+    const auto start = std::chrono::steady_clock::now();
+    runhooks::run_loop(session);
+    const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+    const auto& vote = session.hook<runhooks::StopVoteHook<SlowCollective>>();
+    MPI_CHECK(session.raw_session().step == 20000);
+    MPI_CHECK(same_on_all_ranks(vote.rounds()));
+    MPI_CHECK(SlowCollective::voting.count() < 0.04 * elapsed.count());
+    if (world_rank() == 0)
+      std::printf("max_overhead 0.01, votes of 2 ms: %lld rounds, %.1f ms of %.0f ms voting "
+                  "(%.2f %%), last interval %lld steps\n",
+                  static_cast<long long>(vote.rounds()), SlowCollective::voting.count() * 1e3,
+                  elapsed.count() * 1e3, 100.0 * SlowCollective::voting.count() / elapsed.count(),
+                  static_cast<long long>(vote.interval()));
+  }
+
   {  // Bad options name the option and the value.
     const auto error_of = [](runhooks::MpiStopVoteOptions options) {
       try {
@@ -276,6 +334,14 @@ int main(int argc, char** argv) {
     MPI_CHECK(error_of({.every_n_steps = 0, .every_n_secs = 0.0}).find("every_n_secs") !=
               std::string::npos);
     MPI_CHECK(error_of({.every_n_steps = 3, .every_n_secs = -1.0}).empty());  // not used
+    MPI_CHECK(error_of({.every_n_steps = 0, .max_overhead = 0.0})
+                  .find("MpiStopVoteOptions::max_overhead must be greater than 0 and at most 1, "
+                        "got 0.") != std::string::npos);
+    MPI_CHECK(error_of({.every_n_steps = 0, .max_overhead = 1.5}).find("got 1.5.") !=
+              std::string::npos);
+    MPI_CHECK(error_of({.every_n_steps = 0, .max_overhead = std::nan("")}).find("max_overhead") !=
+              std::string::npos);
+    MPI_CHECK(error_of({.every_n_steps = 3, .max_overhead = 0.0}).empty());  // not used
   }
 
   return mpi_check_result("mpi_stop_vote");

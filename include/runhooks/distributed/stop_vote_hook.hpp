@@ -48,18 +48,28 @@ struct StopVoteOptions {
   // false: each vote is one blocking allreduce. true: one nonblocking allreduce in flight,
   // started at a vote step and completed at the next, whose steps the stop then waits for.
   bool pipelined = false;
+  // By time (every_n_steps = 0), the votes' own time is kept to at most this fraction of the time
+  // spent stepping: the interval is at least the slowest rank's last vote time / max_overhead (a
+  // vote that takes 0.3 ms, as a Gloo allreduce on a busy machine, spaces votes 30 ms apart at the
+  // default 1 %; an MPI vote of 1 µs leaves every_n_secs in charge). Greater than 0, at most 1.
+  double max_overhead = 0.01;
 
   // std::invalid_argument naming the option and its value for a negative every_n_steps, or an
-  // every_n_secs that is not a duration greater than 0 (when used). `type` names the options in
-  // the message (MpiStopVoteOptions says its own name).
+  // every_n_secs that is not a duration greater than 0 or a max_overhead outside (0, 1] (when
+  // used). `type` names the options in the message (MpiStopVoteOptions says its own name).
   const StopVoteOptions& validate(std::string_view type = "StopVoteOptions") const {
     if (every_n_steps < 0)
       throw std::invalid_argument("runhooks: " + std::string(type) +
                                   "::every_n_steps must be at least 0 (0: by time), got " +
                                   std::to_string(every_n_steps) + ".");
-    if (every_n_steps == 0)
+    if (every_n_steps == 0) {
       detail::checked_secs((std::string(type) + "::every_n_secs").c_str(), every_n_secs, 0.0,
                            /*min_exclusive=*/true);
+      if (!(max_overhead > 0.0 && max_overhead <= 1.0))
+        throw std::invalid_argument("runhooks: " + std::string(type) +
+                                    "::max_overhead must be greater than 0 and at most 1, got " +
+                                    detail::format_number(max_overhead) + ".");
+    }
     return *this;
   }
 };
@@ -67,7 +77,7 @@ struct StopVoteOptions {
 // The vote. Put it last in the session on every rank, with the same options. At a vote step its
 // after_run() reads what this rank wants (a stop requested by any hook earlier in this step, a
 // vote cast with cast_stop_vote() or by a hook wrapped in Voted, a stopped coordinator), takes
-// the logical OR over all ranks with one allreduce of two integers (nonblocking when pipelined),
+// the logical OR over all ranks with one allreduce of three integers (nonblocking when pipelined),
 // and requests the stop on every rank when any rank wants it. On other steps after_run() costs an
 // increment, a load and two compares: no clock, no communication.
 //
@@ -104,26 +114,27 @@ class StopVoteHook {
 
   void begin() {
     // Every rank must vote on the same steps: the maximum of each option and of its negation
-    // (its minimum) must agree. every_n_secs, when used, as its bits: the bits of a positive
-    // double are a positive int64.
-    const std::int64_t rhythm[3] = {
-        options_.every_n_steps,
-        options_.every_n_steps == 0 ? std::bit_cast<std::int64_t>(options_.every_n_secs) : 0,
-        options_.pipelined ? 1 : 0};
-    std::int64_t both[6];
-    for (int i = 0; i < 3; ++i) {
+    // (its minimum) must agree. every_n_secs and max_overhead, when used, as their bits: the bits
+    // of a positive double are a positive int64.
+    const bool by_time = options_.every_n_steps == 0;
+    const std::int64_t rhythm[4] = {
+        options_.every_n_steps, by_time ? std::bit_cast<std::int64_t>(options_.every_n_secs) : 0,
+        options_.pipelined ? 1 : 0,
+        by_time ? std::bit_cast<std::int64_t>(options_.max_overhead) : 0};
+    std::int64_t both[8];
+    for (int i = 0; i < 4; ++i) {
       both[2 * i] = rhythm[i];
       both[2 * i + 1] = -rhythm[i];
     }
     collective_.allreduce_max(both);
-    for (int i = 0; i < 3; ++i)
+    for (int i = 0; i < 4; ++i)
       if (both[2 * i] != -both[2 * i + 1])
         throw typename C::error_type(
             "runhooks: " + std::string(collective_.describe()) + ": " + std::string(name_) +
-            "'s options (every_n_steps, every_n_secs, pipelined) differ between ranks; every rank "
-            "must vote on the same steps.");
+            "'s options (every_n_steps, every_n_secs, pipelined, max_overhead) differ between "
+            "ranks; every rank must vote on the same steps.");
     detail::stop_ballot.store(false, std::memory_order_relaxed);
-    steps_ = rounds_ = 0;
+    steps_ = rounds_ = vote_ns_ = 0;
     interval_ = options_.every_n_steps > 0 ? options_.every_n_steps : 1;
     next_vote_ = interval_;
     agreed_ = finished_ = false;
@@ -184,7 +195,8 @@ class StopVoteHook {
  private:
   struct Outcome {
     bool stop;
-    std::int64_t slowest_ns;  // the slowest rank's time for the steps of the round
+    std::int64_t slowest_ns;       // the slowest rank's time for the steps of the round
+    std::int64_t slowest_vote_ns;  // the slowest rank's time in its previous vote
   };
 
   bool wants_stop(bool direct) const noexcept {
@@ -195,7 +207,12 @@ class StopVoteHook {
   [[gnu::noinline]] bool vote(bool direct) {
     if (options_.every_n_steps == 0) vote_entry_ = std::chrono::steady_clock::now();
     const bool stop = vote_now(direct);
-    if (options_.every_n_steps == 0) last_vote_exit_ = std::chrono::steady_clock::now();
+    if (options_.every_n_steps == 0) {
+      last_vote_exit_ = std::chrono::steady_clock::now();
+      vote_ns_ =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(last_vote_exit_ - vote_entry_)
+              .count();
+    }
     return stop;
   }
 
@@ -224,7 +241,8 @@ class StopVoteHook {
 
   // The round's payload: the stop wish, and in by-time mode the time this rank spent stepping
   // between its last two votes (their communication time left out: counting a slow round's
-  // wait would shrink the interval, making rounds more frequent and slower still).
+  // wait would shrink the interval, making rounds more frequent and slower still) and the time
+  // its previous vote took (for max_overhead).
   void fill(bool stop) {
     std::int64_t elapsed = 0;
     if (options_.every_n_steps == 0)
@@ -233,6 +251,7 @@ class StopVoteHook {
               .count();
     ballot_[0] = stop ? 1 : 0;
     ballot_[1] = elapsed;
+    ballot_[2] = vote_ns_;
     round_interval_ = interval_;
   }
 
@@ -264,12 +283,16 @@ class StopVoteHook {
 
   Outcome finish_round() {
     ++rounds_;
-    const Outcome outcome{ballot_[0] != 0, ballot_[1]};
+    const Outcome outcome{ballot_[0] != 0, ballot_[1], ballot_[2]};
     if (options_.every_n_steps == 0) {
-      // Integer arithmetic on the same reduced values: every rank computes the same interval.
+      // Arithmetic on the same reduced values and options: every rank computes the same interval.
+      // The stepping time between votes: every_n_secs, or more when the votes are slow.
       const std::int64_t per_step = std::max<std::int64_t>(1, outcome.slowest_ns / round_interval_);
-      const std::int64_t target =
-          static_cast<std::int64_t>(options_.every_n_secs * 1e9) / per_step;
+      const double between_ns =
+          std::min(1e18, std::max(options_.every_n_secs * 1e9,
+                                  static_cast<double>(outcome.slowest_vote_ns) /
+                                      options_.max_overhead));
+      const std::int64_t target = static_cast<std::int64_t>(between_ns) / per_step;
       interval_ = std::clamp<std::int64_t>(target, 1, std::min(round_interval_ * 8, max_interval));
     }
     if (!options_.pipelined) schedule(interval_);
@@ -292,7 +315,8 @@ class StopVoteHook {
   std::chrono::steady_clock::time_point vote_entry_{};  // by-time mode only
   std::chrono::steady_clock::time_point last_vote_exit_{};
   typename C::request_type pending_{};
-  std::int64_t ballot_[2] = {0, 0};  // this rank's wish, then (after the round) every rank's
+  std::int64_t vote_ns_ = 0;  // this rank's last vote, by-time mode only
+  std::int64_t ballot_[3] = {0, 0, 0};  // this rank's wish, then (after the round) every rank's
   bool in_flight_ = false;
   bool armed_ = false;
   bool finished_ = false;

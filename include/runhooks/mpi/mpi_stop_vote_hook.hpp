@@ -33,21 +33,26 @@ struct MpiStopVoteOptions {
   // false: each vote is one blocking MPI_Allreduce. true: one MPI_Iallreduce in flight, started at
   // a vote step and completed at the next, whose steps the stop then waits for.
   bool pipelined = false;
+  // By time, the votes' own time is kept to at most this fraction of the time spent stepping
+  // (StopVoteOptions::max_overhead). Greater than 0, at most 1.
+  double max_overhead = 0.01;
 
   // std::invalid_argument naming the option and its value for a negative every_n_steps, or an
-  // every_n_secs that is not a duration greater than 0 (when used).
+  // every_n_secs that is not a duration greater than 0 or a max_overhead outside (0, 1] (when
+  // used).
   const MpiStopVoteOptions& validate() const {
     StopVoteOptions(*this).validate("MpiStopVoteOptions");
     return *this;
   }
   operator StopVoteOptions() const noexcept {
-    return {.every_n_steps = every_n_steps, .every_n_secs = every_n_secs, .pipelined = pipelined};
+    return {.every_n_steps = every_n_steps, .every_n_secs = every_n_secs, .pipelined = pipelined,
+            .max_overhead = max_overhead};
   }
 };
 
 // The vote on MPI: StopVoteHook on an MpiCollective of `comm` (duplicated, so construction is
 // collective). Put it last in the session on every rank, with the same options. A vote is one
-// MPI_Allreduce of 16 bytes (MPI_Iallreduce when pipelined); see StopVoteHook for what stops
+// MPI_Allreduce of 24 bytes (MPI_Iallreduce when pipelined); see StopVoteHook for what stops
 // every rank after the same step. A rank that leaves the session by an exception (no end()) ends
 // the job: with an MpiEnvironment alive, the destructor leaves that to whoever reports the
 // exception (mpi_run_or_abort, the terminate handler) or, if the program catches it, to

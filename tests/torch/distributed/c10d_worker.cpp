@@ -242,8 +242,8 @@ int case_vote(runhooks::C10dEnvironment& env) {
       message = e.what();
     }
     C10D_CHECK(message.find("rank " + std::to_string(my_rank) + " of " + std::to_string(size) +
-                            ": StopVoteHook's options (every_n_steps, every_n_secs, pipelined) "
-                            "differ between ranks") != std::string::npos);
+                            ": StopVoteHook's options (every_n_steps, every_n_secs, pipelined, "
+                            "max_overhead) differ between ranks") != std::string::npos);
   }
   return verdict(c, "vote");
 }
