@@ -6,13 +6,12 @@
 
 #include <mpi.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <stop_token>
-#include <thread>
 
 #include <runhooks/detail/checked.hpp>
+#include <runhooks/distributed/poll_global_step.hpp>
 #include <runhooks/mpi/mpi_environment.hpp>
 
 namespace runhooks {
@@ -113,22 +112,13 @@ class MpiGlobalStep {
 
   // Blocks until the value is at least target, stop is requested, or the deadline passes, and
   // returns the value read last (less than target unless reached). Polls with load(), starting
-  // at 10 µs and doubling up to max_poll_interval_secs. Makes a backend that forwards to it a
-  // runhooks::WaitableGlobalStep, so GlobalStepWaiterHook wakes within about one poll interval.
+  // at 10 µs and doubling up to max_poll_interval_secs (poll_global_step). Makes a backend that
+  // forwards to it a runhooks::WaitableGlobalStep, so GlobalStepWaiterHook wakes within about one
+  // poll interval.
   std::int64_t wait_for_global_step(std::int64_t target, std::stop_token stop,
                                     std::chrono::steady_clock::time_point deadline) {
-    const std::chrono::duration<double> max_interval(options_.max_poll_interval_secs);
-    std::chrono::duration<double> interval(1e-5);
-    for (;;) {
-      const std::int64_t value = load();
-      if (value >= target || stop.stop_requested()) return value;
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= deadline) return value;
-      auto sleep = std::chrono::duration_cast<std::chrono::steady_clock::duration>(interval);
-      if (deadline - now < sleep) sleep = deadline - now;
-      std::this_thread::sleep_for(sleep);
-      if (interval < max_interval) interval = std::min(interval * 2, max_interval);
-    }
+    return poll_global_step(*this, target, stop, deadline,
+                            std::chrono::duration<double>(options_.max_poll_interval_secs));
   }
 
   // RMA operations this rank has issued since construction: one per increment, load and store.

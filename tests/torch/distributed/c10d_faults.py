@@ -26,6 +26,17 @@ the same torch the program links); PROGRAM is tests/torch/distributed/c10d_worke
               fails after the collective timeout (2 s) naming its rank and the allreduce.
   restart     --max-restarts 1: rank 1 fails attempt 0 after the group connected; attempt 1
               (the same agent's store) connects and ends cleanly.
+  global-step 4 workers: C10dGlobalStep's start value; increments from every rank hand out each
+              value once; a store() racing with increments is linearizable; one store request
+              per step of a session; waits end at their deadline or stop; bad options refused.
+  global-step-waiter
+              4 workers: GlobalStepWaiterHook on C10dGlobalStep: rank k starts once the global
+              step reaches 100 k; a waiter wakes within milliseconds of the step being stored; a
+              stopped coordinator and a timeout end the wait.
+  global-step-store-gone
+              the program alone as 2 processes, rank 0 serving the store
+              (TORCHELASTIC_USE_AGENT_STORE=False): rank 0 ends while rank 1 waits for the step;
+              rank 1 fails at once naming its rank, the read and the key.
   env         the program alone: no torchrun variables, or malformed ones: one error naming the
               variable (and its value) and saying to launch with torchrun.
   no-store    the program alone with torchrun's variables but no store at MASTER_PORT (as the
@@ -43,6 +54,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 BOUND_SECS = 60.0  # no case may take longer: a hang fails the test
 SANITIZER_REPORTS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
@@ -236,6 +248,59 @@ def case_restart(python, program):
           f"attempt 1 ended cleanly ({secs:.1f} s)")
 
 
+def case_global_step(python, program):
+    code, output, secs = torchrun(python, program, 4, ["global-step"])
+    check(code == 0, f"torchrun exited with {code}", output)
+    check("c10d_worker global-step: OK" in output, "rank 0 did not report every rank's checks "
+          "passed", output)
+    for line in output.splitlines():
+        if line.startswith(("increments:", "store racing", "session:")):
+            print(line)
+    print(f"4 workers: start value, atomic increments, store racing with increments, one request "
+          f"per step, waits: OK in {secs:.1f} s (including start-up)")
+
+
+def case_global_step_waiter(python, program):
+    code, output, secs = torchrun(python, program, 4, ["global-step-waiter"])
+    check(code == 0, f"torchrun exited with {code}", output)
+    check("c10d_worker global-step-waiter: OK" in output, "rank 0 did not report every rank's "
+          "checks passed", output)
+    firsts = {int(m[1]): (int(m[2]), int(m[3])) for m in re.finditer(
+        r"^staggered start: rank (\d+) waited for step (\d+), first saw (-?\d+)", output, re.M)}
+    check(sorted(firsts) == [0, 1, 2, 3], f"not every rank's start reported: {firsts}", output)
+    for rank, (threshold, first) in firsts.items():
+        check(first >= threshold, f"rank {rank} started at step {first}, before {threshold}",
+              output)
+    for line in output.splitlines():
+        if line.startswith(("staggered start:", "wake latency")):
+            print(line)
+    print(f"4 workers, staggered start and wake-ups: OK in {secs:.1f} s (including start-up)")
+
+
+def case_global_step_store_gone(python, program):
+    port = str(free_port())
+    def rank(r):
+        return alone(program, ["global-step-store-gone", "--timeout-secs", 10],
+                     job_variables(RANK=str(r), LOCAL_RANK=str(r), MASTER_PORT=port,
+                                   TORCHELASTIC_USE_AGENT_STORE="False"))
+    with ThreadPoolExecutor(2) as pool:
+        (code0, output0, _), (code1, output1, secs) = pool.map(rank, (0, 1))
+    output = output0 + output1
+    check(code0 == 0 and "rank 0 ends, with the store it serves" in output0,
+          f"rank 0 exited with {code0}", output)
+    check(code1 == 1, f"rank 1 exited with {code1}, not 1", output)
+    expected = ("runhooks: rank 1 of 2: error: runhooks: rank 1 of 2: the global step's read (add "
+                "of 0) (key 'global_step/0') in the job's store failed: ")
+    check(expected in output1, f"no '{expected}'", output)
+    # c10d's TCPStore logs the lost connection itself (a warning with a backtrace): runhooks' own
+    # report is the one line above.
+    check(sum("runhooks:" in line for line in output1.splitlines()) == 1, "not one error line",
+          output)
+    check(secs < 15.0, f"rank 1 took {secs:.1f} s to fail", output)
+    print(f"the store gone while rank 1 waited: rank 1 failed naming the read, after {secs:.1f} s "
+          f"(including start-up)")
+
+
 def case_env(python, program):
     hint = "; launch the program with torchrun, which sets it"
     cases = [
@@ -305,7 +370,10 @@ def case_options(python, program):
 CASES = {"vote": case_vote, "state": case_state, "state-rank0-store": case_state_rank0_store,
          "slow-chief": case_slow_chief, "late-chief": case_late_chief, "throw": case_throw,
          "throw-caught": case_throw_caught,
-         "hang": case_hang, "restart": case_restart, "env": case_env, "no-store": case_no_store,
+         "hang": case_hang, "restart": case_restart, "global-step": case_global_step,
+         "global-step-waiter": case_global_step_waiter,
+         "global-step-store-gone": case_global_step_store_gone, "env": case_env,
+         "no-store": case_no_store,
          "options": case_options}
 
 

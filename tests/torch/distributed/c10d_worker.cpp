@@ -20,6 +20,17 @@
 //                votes, and rank 1 fails; under --max-restarts 1 attempt 1 runs on the same
 //                agent's store, where its count starts afresh (the attempt's own keys), and ends
 //                cleanly.
+//   global-step  C10dGlobalStep: the start value, atomic increments (each value handed out once
+//                across ranks, gathered through the store), a store() racing with increments
+//                (linearizable: the values after it count on from it), one store request per
+//                step of a session, waits that end at their deadline or stop, bad options.
+//   global-step-waiter
+//                GlobalStepWaiterHook on C10dGlobalStep: staggered start (rank k waits for step
+//                100 k, which the chief's and the others' steps reach), wake latency, a stopped
+//                coordinator and a timeout end the wait.
+//   global-step-store-gone
+//                run as 2 processes without torchrun, rank 0 serving the store: rank 0 ends
+//                while rank 1 waits for the step; rank 1's read fails naming it.
 //   connect      the environment only (the error cases: variables, a store that never comes).
 //   options      options that name themselves in their errors (run alone).
 // Every case but `options` runs under c10d_run_or_abort, so an error is printed with its rank.
@@ -28,28 +39,39 @@
 
 #include <runhooks/torch/distributed/c10d_collective.hpp>
 #include <runhooks/torch/distributed/c10d_environment.hpp>
+#include <runhooks/torch/distributed/c10d_global_step.hpp>
 #include <runhooks/torch/distributed/torchrun_environment.hpp>
 
 #include <runhooks/checkpoint/flat_arrays.hpp>
+#include <runhooks/coordinator.hpp>
 #include <runhooks/distributed/chief_only.hpp>
 #include <runhooks/distributed/chief_state_hook.hpp>
 #include <runhooks/distributed/stop_vote_hook.hpp>
+#include <runhooks/error.hpp>
+#include <runhooks/hooks/global_step_waiter_hook.hpp>
+#include <runhooks/hooks/step_counter_hook.hpp>
 #include <runhooks/hooks/stop_at_step_hook.hpp>
 #include <runhooks/log.hpp>
 #include <runhooks/monitored_session.hpp>
 
 #include <ATen/ops/ones.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <limits>
+#include <optional>
 #include <random>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -372,6 +394,375 @@ int case_restart(runhooks::C10dEnvironment& env) {
   return verdict(c, "restart");
 }
 
+// ---- C10dGlobalStep -------------------------------------------------------------------------
+
+using Clock = std::chrono::steady_clock;
+
+// Every rank's values, gathered on rank 0 through the store (key prefix `name`); empty elsewhere.
+std::vector<std::int64_t> gather_on_chief(runhooks::C10dEnvironment& env, const std::string& name,
+                                          const std::vector<std::int64_t>& mine) {
+  std::vector<std::uint8_t> bytes(mine.size() * sizeof(std::int64_t));
+  if (!bytes.empty()) std::memcpy(bytes.data(), mine.data(), bytes.size());
+  env.store()->set(name + "/" + std::to_string(env.rank()), bytes);
+  env.collective().barrier();
+  std::vector<std::int64_t> all;
+  if (env.rank() != 0) return all;
+  for (int r = 0; r < env.size(); ++r) {
+    const std::vector<std::uint8_t> theirs = env.store()->get(name + "/" + std::to_string(r));
+    const std::size_t at = all.size();
+    all.resize(at + theirs.size() / sizeof(std::int64_t));
+    if (!theirs.empty()) std::memcpy(all.data() + at, theirs.data(), theirs.size());
+  }
+  return all;
+}
+
+struct StepRecord {
+  std::optional<std::int64_t> first_seen;  // the global step this rank saw before its first step
+  std::int64_t own_steps = 0;
+  std::int64_t last_value = 0;
+  std::int64_t value_before_last = 0;
+};
+
+// An asynchronous worker whose step is an increment of the shared step, as in the MPI tests.
+struct SharedStepWorker {
+  runhooks::C10dGlobalStep* shared;
+  StepRecord* record;
+  void run() {
+    if (!record->first_seen) record->first_seen = shared->cached();
+    record->value_before_last = record->last_value;
+    record->last_value = shared->increment();
+    ++record->own_steps;
+  }
+  std::int64_t global_step() const { return shared->cached(); }
+  std::int64_t wait_for_global_step(std::int64_t target, std::stop_token stop,
+                                    Clock::time_point deadline) {
+    return shared->wait_for_global_step(target, stop, deadline);
+  }
+};
+static_assert(runhooks::WaitableGlobalStep<SharedStepWorker>);
+
+double micros_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+int case_global_step(runhooks::C10dEnvironment& env) {
+  Collective c = env.collective();
+  const int size = env.size();
+  {  // Bad options are refused on every rank before any request or collective.
+    std::string message;
+    try {
+      runhooks::C10dGlobalStep step(env, 0, {.max_poll_interval_secs = -1.0});
+    } catch (const std::invalid_argument& e) {
+      message = e.what();
+    }
+    C10D_CHECK(message.find("C10dGlobalStepOptions::max_poll_interval_secs") != std::string::npos);
+    C10D_CHECK(message.find("got -1") != std::string::npos);
+  }
+  {  // Atomic increments: the values handed out are exactly start+1 ... start+size*n.
+    constexpr std::int64_t start = 100, n = 300;
+    runhooks::C10dGlobalStep step(env, start);
+    C10D_CHECK(step.cached() == start);
+    C10D_CHECK(step.load() == start);
+    c.barrier();  // every rank has read it before anyone increments
+    std::vector<std::int64_t> seen(n);
+    const auto t0 = Clock::now();
+    for (std::int64_t& value : seen) value = step.increment();
+    const double us_per_increment = micros_since(t0) / static_cast<double>(n);
+    C10D_CHECK(std::is_sorted(seen.begin(), seen.end()));
+    C10D_CHECK(step.cached() == seen.back());
+    c.barrier();
+    C10D_CHECK(step.load() == start + size * n);
+    C10D_CHECK(step.store_operations() == 1 + n + 1);  // load, increments, load
+    std::vector<std::int64_t> all = gather_on_chief(env, "test/increments", seen);
+    if (env.rank() == 0) {
+      std::sort(all.begin(), all.end());
+      C10D_CHECK(all.size() == static_cast<std::size_t>(size * n));
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < all.size(); ++i)
+        if (all[i] != start + 1 + static_cast<std::int64_t>(i)) ++wrong;
+      C10D_CHECK(wrong == 0);
+      std::printf("increments: %d ranks x %lld from %lld handed out %zu values, %zu out of place; "
+                  "%.0f us per increment on rank 0\n",
+                  size, static_cast<long long>(n), static_cast<long long>(start), all.size(),
+                  wrong, us_per_increment);
+    }
+  }
+  {  // store() racing with increments: rank 0 stores k * 1e6 (k = 1, 2, ...) while the others
+     // increment. Linearizable: the increments after each store return exactly band + 1,
+     // band + 2, ... (contiguous, from the stored value), and the end value counts on from the
+     // last store. An add of a difference would start a band above band + 1.
+    constexpr std::int64_t band = 1'000'000, n = 300;
+    runhooks::C10dGlobalStep step(env);
+    std::vector<std::int64_t> seen;
+    std::int64_t stores = 0, requests = 0;
+    if (env.rank() == 0) {
+      const std::int64_t before = step.store_operations();
+      while (env.store()->add("test/store-race/done", 0) < size - 1 && stores < 1000) {
+        ++stores;
+        step.store(stores * band);
+        std::this_thread::sleep_for(std::chrono::microseconds(500));
+      }
+      requests = step.store_operations() - before;
+    } else {
+      // Paced (a real step takes milliseconds): increments back to back from 3 ranks leave a
+      // compare-and-set no gap, and rank 0's first store would only land after the last of them.
+      seen.resize(n);
+      for (std::int64_t& value : seen) {
+        value = step.increment();
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      env.store()->add("test/store-race/done", 1);
+    }
+    const std::vector<std::int64_t> all = gather_on_chief(env, "test/store-race", seen);
+    const std::int64_t end = step.load();
+    if (env.rank() == 0) {
+      std::vector<std::vector<std::int64_t>> bands(static_cast<std::size_t>(stores) + 1);
+      bool in_range = true;
+      for (const std::int64_t v : all) {
+        if (v <= 0 || v / band > stores) {
+          in_range = false;
+          continue;
+        }
+        bands[static_cast<std::size_t>(v / band)].push_back(v);
+      }
+      C10D_CHECK(in_range);
+      std::int64_t broken_bands = 0;
+      for (std::size_t k = 0; k < bands.size(); ++k) {
+        std::sort(bands[k].begin(), bands[k].end());
+        for (std::size_t i = 0; i < bands[k].size(); ++i)
+          if (bands[k][i] !=
+              static_cast<std::int64_t>(k) * band + 1 + static_cast<std::int64_t>(i)) {
+            ++broken_bands;
+            break;
+          }
+      }
+      C10D_CHECK(broken_bands == 0);
+      C10D_CHECK(all.size() == static_cast<std::size_t>((size - 1) * n));
+      C10D_CHECK(end == stores * band + static_cast<std::int64_t>(bands.back().size()));
+      std::printf("store racing with increments: %lld stores by rank 0 in %lld compare-and-set "
+                  "requests, %zu increments by the others, %lld bands not counting on from their "
+                  "store\n",
+                  static_cast<long long>(stores), static_cast<long long>(requests), all.size(),
+                  static_cast<long long>(broken_bands));
+    }
+    c.barrier();
+  }
+  {  // A session: one store request per step, whatever the hooks read.
+    constexpr std::int64_t last_step = 400;
+    runhooks::C10dGlobalStep step(env);
+    StepRecord record;
+    {
+      runhooks::MonitoredSession session(SharedStepWorker{&step, &record},
+                                         runhooks::StopAtStepHook({.last_step = last_step}),
+                                         runhooks::StepCounterHook({.every_n_steps = 50}));
+      runhooks::run_loop(session);
+    }
+    const std::int64_t requests = step.store_operations();
+    C10D_CHECK(record.own_steps > 0);
+    C10D_CHECK(requests == record.own_steps);
+    // Each rank stopped at its first own step whose increment reached the last step.
+    C10D_CHECK(record.last_value >= last_step);
+    C10D_CHECK(record.own_steps == 1 || record.value_before_last < last_step);
+    std::int64_t total[1] = {0};
+    for (const std::int64_t s : gather_on_chief(env, "test/session", {record.own_steps}))
+      total[0] += s;
+    c.allreduce_max(total);  // rank 0's sum to every rank (the others' are 0)
+    C10D_CHECK(step.load() == total[0]);
+    C10D_CHECK(total[0] >= last_step && total[0] < last_step + size);
+    if (env.rank() == 0)
+      std::printf("session: %lld steps on rank 0, %lld store requests\n",
+                  static_cast<long long>(record.own_steps), static_cast<long long>(requests));
+    c.barrier();
+  }
+  {  // Waits: a deadline that passes, a stop already requested, a target already reached.
+    runhooks::C10dGlobalStep step(env);
+    const auto t0 = Clock::now();
+    const std::int64_t value =
+        step.wait_for_global_step(10, {}, t0 + std::chrono::milliseconds(20));
+    const auto waited = Clock::now() - t0;
+    C10D_CHECK(value == 0);
+    C10D_CHECK(waited >= std::chrono::milliseconds(20));
+    C10D_CHECK(waited < std::chrono::seconds(5));
+    std::stop_source stop;
+    stop.request_stop();
+    const auto t1 = Clock::now();
+    C10D_CHECK(step.wait_for_global_step(10, stop.get_token(), t1 + std::chrono::hours(1)) == 0);
+    C10D_CHECK(Clock::now() - t1 < std::chrono::seconds(5));
+    C10D_CHECK(step.wait_for_global_step(0, {}, t1 + std::chrono::hours(1)) == 0);
+    c.barrier();
+  }
+  return verdict(c, "global-step");
+}
+
+// The time of the first before_run that gets past the waiter (listed after it).
+struct WakeTime {
+  std::optional<Clock::time_point>* woke;
+  template <class Ctx>
+  void before_run(Ctx&) {
+    if (!*woke) *woke = Clock::now();
+  }
+};
+
+// Stops the coordinator from one of its threads after a delay.
+struct StopCoordinatorAfter {
+  std::chrono::milliseconds delay;
+  template <class B>
+  void after_create_session(B&, runhooks::Coordinator& coord) {
+    coord.start([&coord, d = delay](std::stop_token stop) {
+      const auto until = Clock::now() + d;
+      while (!stop.stop_requested() && Clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      coord.request_stop();
+    });
+  }
+};
+
+int case_global_step_waiter(runhooks::C10dEnvironment& env) {
+  Collective c = env.collective();
+  const int rank = env.rank(), size = env.size();
+  {  // Staggered start: rank k waits for global step 100 k, which rank 0 (no wait) starts
+     // reaching alone; all stop at 1000. A waiter gives up after 5 s (DeadlineExceededError,
+     // reported with its rank), before the others' barrier times out.
+    runhooks::C10dGlobalStep step(env);
+    StepRecord record;
+    const std::int64_t threshold = 100 * rank;
+    {
+      runhooks::MonitoredSession session(
+          SharedStepWorker{&step, &record},
+          runhooks::GlobalStepWaiterHook(threshold, {.timeout_secs = 5.0}),
+          runhooks::StopAtStepHook({.last_step = 1000}));
+      runhooks::run_loop(session);
+    }
+    C10D_CHECK(record.first_seen.has_value());
+    C10D_CHECK(record.first_seen.value_or(-1) >= threshold);
+    C10D_CHECK(step.cached() >= 1000);
+    const std::vector<std::int64_t> firsts =
+        gather_on_chief(env, "test/staggered", {record.first_seen.value_or(-1), record.own_steps});
+    if (rank == 0) {
+      std::int64_t total = 0;
+      for (int r = 0; r < size; ++r) {
+        std::printf("staggered start: rank %d waited for step %d, first saw %lld, stepped %lld "
+                    "times\n",
+                    r, 100 * r, static_cast<long long>(firsts[2 * static_cast<std::size_t>(r)]),
+                    static_cast<long long>(firsts[2 * static_cast<std::size_t>(r) + 1]));
+        total += firsts[2 * static_cast<std::size_t>(r) + 1];
+      }
+      C10D_CHECK(step.load() == total);
+    }
+    c.barrier();
+  }
+  {  // Wake latency: rank 0 stores the target at a known instant; the others wait in the hook.
+    constexpr int trials = 6;
+    constexpr std::int64_t target = 1000;
+    std::vector<std::int64_t> latencies_us;
+    for (int trial = 0; trial < trials; ++trial) {
+      runhooks::C10dGlobalStep step(env);
+      std::optional<Clock::time_point> woke;
+      std::int64_t reached_ns[1] = {0};
+      if (rank == 0) {
+        c.barrier();
+        // The others are waiting, long enough for their poll to reach its longest interval.
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        reached_ns[0] = Clock::now().time_since_epoch().count();
+        step.store(target);
+      } else {
+        StepRecord record;
+        runhooks::MonitoredSession session(
+            SharedStepWorker{&step, &record},
+            runhooks::GlobalStepWaiterHook(target, {.timeout_secs = 5.0}), WakeTime{&woke},
+            runhooks::StopAtStepHook({.last_step = target}));
+        c.barrier();
+        session.run();  // waits in the waiter's before_run
+      }
+      c.allreduce_max(reached_ns);  // rank 0's instant to every rank (the others' are 0)
+      if (rank != 0) {
+        C10D_CHECK(woke.has_value());
+        if (woke)
+          latencies_us.push_back((woke->time_since_epoch().count() - reached_ns[0]) / 1000);
+      }
+      c.barrier();
+    }
+    std::vector<std::int64_t> mine;  // median, max
+    if (rank != 0 && !latencies_us.empty()) {
+      std::sort(latencies_us.begin(), latencies_us.end());
+      C10D_CHECK(latencies_us.front() >= 0);
+      mine = {latencies_us[latencies_us.size() / 2], latencies_us.back()};
+    }
+    const std::vector<std::int64_t> all = gather_on_chief(env, "test/latency", mine);
+    if (rank == 0) {
+      C10D_CHECK(all.size() == 2 * static_cast<std::size_t>(size - 1));
+      std::int64_t worst_median = 0;
+      for (std::size_t r = 0; 2 * r + 1 < all.size(); ++r) {
+        std::printf("wake latency, rank %zu: median %lld us, max %lld us over %d trials\n", r + 1,
+                    static_cast<long long>(all[2 * r]), static_cast<long long>(all[2 * r + 1]),
+                    trials);
+        worst_median = std::max(worst_median, all[2 * r]);
+      }
+      // About one poll interval (1 ms) plus a round trip; 10 ms leaves room for a loaded machine
+      // while still failing a waiter that polls every 100 ms (or sleeps through intervals of its
+      // own), whose wake-up comes tens of ms late after the 200 ms wait.
+      C10D_CHECK(worst_median < 10'000);
+    }
+  }
+  {  // A stopped coordinator ends the wait: StopIteration, a clean end of run_loop.
+    runhooks::C10dGlobalStep step(env);
+    StepRecord record;
+    const auto t0 = Clock::now();
+    runhooks::MonitoredSession session(SharedStepWorker{&step, &record},
+                                       runhooks::GlobalStepWaiterHook(1'000'000),
+                                       StopCoordinatorAfter{std::chrono::milliseconds(100)});
+    bool ended_cleanly = false;
+    try {
+      runhooks::run_loop(session);
+      ended_cleanly = true;
+    } catch (...) {
+    }
+    const auto waited = Clock::now() - t0;
+    C10D_CHECK(ended_cleanly);
+    C10D_CHECK(record.own_steps == 0);
+    C10D_CHECK(waited >= std::chrono::milliseconds(100));
+    C10D_CHECK(waited < std::chrono::seconds(5));
+    c.barrier();
+  }
+  {  // A timeout ends it with DeadlineExceededError.
+    runhooks::C10dGlobalStep step(env);
+    StepRecord record;
+    const auto t0 = Clock::now();
+    runhooks::MonitoredSession session(
+        SharedStepWorker{&step, &record},
+        runhooks::GlobalStepWaiterHook(1'000'000, {.timeout_secs = 0.05}));
+    bool deadline = false;
+    try {
+      session.run();
+    } catch (const runhooks::DeadlineExceededError&) {
+      deadline = true;
+    }
+    const auto waited = Clock::now() - t0;
+    C10D_CHECK(deadline);
+    C10D_CHECK(waited >= std::chrono::milliseconds(50));
+    C10D_CHECK(waited < std::chrono::seconds(5));
+    c.barrier();
+  }
+  return verdict(c, "global-step-waiter");
+}
+
+// Rank 0 serves the store (TORCHELASTIC_USE_AGENT_STORE=False) and ends once rank 1 waits for
+// the step; rank 1's next read fails: a C10dError that names it, reported by c10d_run_or_abort.
+int case_global_step_store_gone(runhooks::C10dEnvironment& env) {
+  runhooks::C10dGlobalStep step(env);
+  if (env.rank() == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::printf("rank 0 ends, with the store it serves\n");
+    std::fflush(stdout);
+    std::_Exit(0);
+  }
+  const auto t0 = Clock::now();
+  step.wait_for_global_step(1'000'000, {}, t0 + std::chrono::seconds(30));
+  std::printf("rank %d: the wait ended without an error after %.1f s\n", env.rank(),
+              micros_since(t0) * 1e-6);
+  return 1;
+}
+
 int case_options() {
   const auto error_of = [](auto&& validate) {
     try {
@@ -391,6 +782,23 @@ int case_options() {
   C10D_CHECK(error_of([] { runhooks::ChiefStateOptions{.max_wait_secs = -1.0}.validate(); })
                  .find("ChiefStateOptions::max_wait_secs must be a number of seconds at least 0") !=
              std::string::npos);
+  for (const double bad : {0.0, -1.0, std::nan(""), 2e9}) {
+    const std::string poll = error_of(
+        [bad] { runhooks::C10dGlobalStepOptions{.max_poll_interval_secs = bad}.validate(); });
+    C10D_CHECK(poll.find("C10dGlobalStepOptions::max_poll_interval_secs must be a number of "
+                         "seconds greater than 0 and at most 1e+09, got " +
+                         runhooks::detail::format_number(bad) + ".") != std::string::npos);
+  }
+  C10D_CHECK(error_of([] {
+               runhooks::C10dGlobalStepOptions{.max_poll_interval_secs = 1e9}.validate();
+             }).empty());
+  // The store's counter text, parsed strictly (a compare-and-set compares bytes).
+  C10D_CHECK(runhooks::detail::parse_store_counter("42") == 42);
+  C10D_CHECK(runhooks::detail::parse_store_counter("-7") == -7);
+  C10D_CHECK(runhooks::detail::parse_store_counter("9223372036854775807") ==
+             std::numeric_limits<std::int64_t>::max());
+  for (const char* bad : {"", "+1", " 1", "1 ", "1x", "0x10", "9223372036854775808", "-"})
+    C10D_CHECK(!runhooks::detail::parse_store_counter(bad));
   std::printf("c10d_worker options: %s\n", failures == 0 ? "OK" : "FAILED");
   return failures == 0 ? 0 : 1;
 }
@@ -443,6 +851,9 @@ int main(int argc, char** argv) {
     if (name == "throw" || name == "throw-caught" || name == "hang")
       return case_faults(env, name, throw_rank, throw_at);
     if (name == "restart") return case_restart(env);
+    if (name == "global-step") return case_global_step(env);
+    if (name == "global-step-waiter") return case_global_step_waiter(env);
+    if (name == "global-step-store-gone") return case_global_step_store_gone(env);
     throw std::invalid_argument("unknown case '" + name + "'");
   });
 }
