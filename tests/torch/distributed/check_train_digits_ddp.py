@@ -21,7 +21,8 @@ the program links). Without the digits data (CSV empty or missing) every case bu
   sigterm   SIGTERM to torchrun mid-run: it forwards it; every rank stops after the same step,
             the chief writes the final checkpoint at that step, every rank exits 0.
   throw     rank 1 throws after step 40 (--throw-at-step): the job ends within the collective
-            timeout (10 s), naming rank 1 and the error; no hang.
+            timeout (10 s), naming rank 1 and the error, also in torchrun's failure report
+            (through the worker's TORCHELASTIC_ERROR_FILE); no hang.
   no-store  one rank with torchrun's variables but nothing at MASTER_PORT: an error naming the
             address and the timeout (2 s) within seconds.
 Prints what it measured and exits non-zero on any failed claim.
@@ -354,8 +355,13 @@ def case_throw(args):
     check(re.search(r"runhooks: rank 1 of 4: error: an injected failure after step 40 "
                     r"\(--throw-at-step\); ending the job", output),
           "no error naming rank 1 and the failure", output)
+    # torchrun's own failure report carries it too, read from the worker's error file
+    # (TORCHELASTIC_ERROR_FILE), where it would otherwise say that no traceback was recorded.
+    check(re.search(r"traceback *: runhooks: rank 1 of 4: error: an injected failure after step "
+                    r"40 \(--throw-at-step\)", output),
+          "torchrun's failure report does not show rank 1's error (its error file)", output)
     print(f"ok: the job ended in {secs:.1f} s with torchrun's exit {code}, naming rank 1 and "
-          f"its error")
+          f"its error, in torchrun's report too")
 
 
 def free_port():
