@@ -48,7 +48,10 @@ sys.path.insert(0, HERE)
 from run import fmt, load_average, machine, markdown, ratio  # noqa: E402
 
 BEGIN, END = "<!-- bench-ddp:begin -->", "<!-- bench-ddp:end -->"
-VOTE_EVERY_SECS = 0.01  # StopVoteOptions' default rhythm (include/runhooks/distributed/stop_vote_hook.hpp)
+# StopVoteOptions' defaults (include/runhooks/distributed/stop_vote_hook.hpp): a vote after about
+# every_n_secs of steps, or after vote time / max_overhead when that is longer.
+VOTE_EVERY_SECS = 0.01
+VOTE_MAX_OVERHEAD = 0.01
 HOOK_VARIANTS = ("hand-written", "hooks", "vote-every-step", "pipelined-every-step")
 
 
@@ -257,7 +260,7 @@ def report(results, rounds, args, load_before, load_after, versions):
         vote_us = med([v - h for v, h in zip(vote_step, hooks)])
         piped_us = med([v - h for v, h in zip(piped_step, hooks)])
         ddp_step = med(step[train])
-        votes_per_step = 1e-6 * ddp_step / VOTE_EVERY_SECS
+        votes_per_step = 1e-6 * ddp_step / max(VOTE_EVERY_SECS, 1e-6 * vote_us / VOTE_MAX_OVERHEAD)
         cost = hooks_us + vote_us * votes_per_step
         in_job = med([a - b for a, b in zip(step[train], step[train + "-no-vote"])])
         hook_rows.append([engine, small(1e3 * med(hand)), small(1e3 * hooks_us), small(vote_us),
@@ -266,7 +269,7 @@ def report(results, rounds, args, load_before, load_after, versions):
                           f"{in_job:+.1f} ({100 * in_job / ddp_step:+.1f} %)"])
     hooks_table = markdown(["engine", "empty step, hand-written, ns", "the hooks, ns per step",
                             "one vote, µs", "one pipelined vote, µs",
-                            "data-parallel step (above), µs", "votes per step (every ~10 ms)",
+                            "data-parallel step (above), µs", "votes per step (default rhythm)",
                             "hooks' cost per step, µs", "% of the step",
                             "in the job: step minus the step without a vote, µs"], hook_rows)
     command = args.command + (" --quick" if args.quick else "") + (
@@ -282,8 +285,10 @@ def report(results, rounds, args, load_before, load_after, versions):
              f"{args.hook_rounds} windows per variant per round of {args.hook_steps:,} empty "
              f"steps (a hundredth of them with a vote after every step), each after a barrier; "
              f"the hooks' cost per data-parallel step is their per-step cost plus one vote times "
-             f"the votes per step that the default rhythm (about every "
-             f"{VOTE_EVERY_SECS * 1000:.0f} ms) takes at that step time; the last column measures "
+             f"the votes per step that the default rhythm takes at that step time (a vote after "
+             f"about {VOTE_EVERY_SECS * 1000:.0f} ms of steps, or after {1 / VOTE_MAX_OVERHEAD:.0f} "
+             f"times a vote's time when that is longer: StopVoteOptions::max_overhead); the last "
+             f"column measures "
              f"the same in the job itself (`--vote never` jobs, paired by round). Medians over "
              f"rounds; ratios and differences per round, then their median. Machine: "
              f"{machine()}; load average {load_before} before, {load_after} after. Versions: "
