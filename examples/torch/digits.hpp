@@ -50,8 +50,14 @@ struct Options {
 // The program's name in its error messages ("NAME: message; see NAME --help").
 inline const char* program = "train_digits";
 
+// Called with the line usage_error prints before it exits, when set (train_digits_ddp: into
+// torchrun's error file, so that torchrun's report shows it).
+inline void (*on_usage_error)(const std::string& line) = nullptr;
+
 [[noreturn]] inline void usage_error(const std::string& message) {
-  std::fprintf(stderr, "%s: %s; see %s --help\n", program, message.c_str(), program);
+  const std::string line = std::string(program) + ": " + message + "; see " + program + " --help";
+  std::fprintf(stderr, "%s\n", line.c_str());
+  if (on_usage_error != nullptr) on_usage_error(line);
   std::exit(2);
 }
 

@@ -250,6 +250,8 @@ void set_rank_log_sink(int rank) {
 
 int main(int argc, char** argv) {
   digits::program = "train_digits_ddp";
+  // A bad option under torchrun: its failure report shows the line (not a link on tracebacks).
+  digits::on_usage_error = [](const std::string& line) { runhooks::write_torchrun_error_file(line); };
   DdpOptions ddp;
   const digits::Options options = digits::parse(
       argc, argv, usage_text,

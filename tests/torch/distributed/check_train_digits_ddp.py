@@ -29,6 +29,7 @@ Prints what it measured and exits non-zero on any failed claim.
 """
 
 import argparse
+import json
 import os
 import random
 import re
@@ -415,11 +416,29 @@ def case_args(args):
                   f"{proc.stdout!r}, stderr {proc.stderr!r}; expected exit 2 and {expected!r}")
             print(f"ok: {' '.join(argv)}: exit 2, {message!r}")
         check(os.listdir(tmp) == [], f"a refused command line made {os.listdir(tmp)}")
-        proc = subprocess.run([args.program, "--help"], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, timeout=60)
-        check(proc.returncode == 0 and proc.stdout.startswith("usage: train_digits_ddp ")
-              and not proc.stderr, f"--help: exit {proc.returncode}, {proc.stdout!r}")
-        print("ok: --help: exit 0 and the usage")
+    # Under torchrun, the same line goes into the worker's error file (TORCHELASTIC_ERROR_FILE),
+    # as JSON that torchrun reads: a value with a quote, a backslash and a tab, escaped.
+    with tempfile.TemporaryDirectory(prefix="runhooks-ddp-") as tmp:
+        error_file = os.path.join(tmp, "error.json")
+        value = 'x"y\\z\tw'
+        proc = subprocess.run([args.program, "--engine", value], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, timeout=60,
+                              env=dict(os.environ, TORCHELASTIC_ERROR_FILE=error_file))
+        line = f"train_digits_ddp: --engine must be c10d or mpi, got '{value}'" + hint
+        check(proc.returncode == 2 and proc.stderr == line + "\n",
+              f"exit {proc.returncode}, stderr {proc.stderr!r}")
+        check(os.path.exists(error_file), "no error file written under TORCHELASTIC_ERROR_FILE")
+        with open(error_file, encoding="utf-8") as f:
+            data = json.load(f)
+        check(data.get("message") == line and isinstance(data.get("timestamp"), int)
+              and abs(data["timestamp"] - time.time()) < 600,
+              f"the error file holds {data!r}, expected the message {line!r} and a timestamp")
+        print("ok: the same line in torchrun's error file, as JSON")
+    proc = subprocess.run([args.program, "--help"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=60)
+    check(proc.returncode == 0 and proc.stdout.startswith("usage: train_digits_ddp ")
+          and not proc.stderr, f"--help: exit {proc.returncode}, {proc.stdout!r}")
+    print("ok: --help: exit 0 and the usage")
 
 
 def main():

@@ -18,7 +18,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <exception>
 #include <span>
 #include <string>
@@ -53,27 +52,6 @@ inline std::string c10d_message(const std::exception& error) {
   return error.what();
 }
 
-// torchrun's error file for this worker (TORCHELASTIC_ERROR_FILE, which torchrun sets for each),
-// as torch.distributed.elastic's @record writes it for a Python worker: {"message": ..., "timestamp":
-// seconds}. torchrun's failure report then prints the message as the worker's traceback, and takes
-// the earliest failure as the root cause. Nothing without the variable; a file that cannot be
-// written is left alone (the message is on stderr too).
-inline void write_torchelastic_error_file(const std::string& message) noexcept {
-  const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
-  if (path == nullptr || *path == '\0') return;
-  std::FILE* file = std::fopen(path, "w");
-  if (file == nullptr) return;
-  std::fputs("{\"message\": \"", file);
-  for (const char c : message) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') std::fprintf(file, "\\%c", c);
-    else if (u < 0x20) std::fprintf(file, "\\u%04x", u);
-    else std::fputc(c, file);
-  }
-  std::fprintf(file, "\", \"timestamp\": %lld}\n", static_cast<long long>(std::time(nullptr)));
-  std::fclose(file);
-}
-
 }  // namespace detail
 
 // Prints "runhooks: rank R of N: <what>; ending the job" to stderr (and into torchrun's error
@@ -88,8 +66,7 @@ inline void write_torchelastic_error_file(const std::string& message) noexcept {
                static_cast<int>(what.size()), what.data());
   std::fflush(stderr);
   try {
-    detail::write_torchelastic_error_file("runhooks: " + detail::c10d_who() + ": " +
-                                          std::string(what));
+    write_torchrun_error_file("runhooks: " + detail::c10d_who() + ": " + std::string(what));
   } catch (...) {  // no memory for the message: stderr has it
   }
   std::_Exit(code);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -64,6 +65,29 @@ struct TorchrunEnvironment {
     return parse([](const char* name) -> const char* { return std::getenv(name); });
   }
 };
+
+// Writes `message` into torchrun's error file for this worker (the path in
+// TORCHELASTIC_ERROR_FILE, which torchrun sets for each worker) as torch.distributed.elastic's
+// @record writes it for a Python worker: {"message": ..., "timestamp": seconds}. torchrun's failure
+// report then shows the message as the worker's traceback (instead of a link on how to record
+// one), and names the earliest failure, to the second, as the root cause. Call it before a worker
+// exits on an error of its own; c10d_abort_job does. Returns whether it wrote the file: false
+// without the variable (not under torchrun) or when the file cannot be written.
+inline bool write_torchrun_error_file(std::string_view message) noexcept {
+  const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
+  if (path == nullptr || *path == '\0') return false;
+  std::FILE* file = std::fopen(path, "w");
+  if (file == nullptr) return false;
+  std::fputs("{\"message\": \"", file);
+  for (const char c : message) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') std::fprintf(file, "\\%c", c);
+    else if (u < 0x20) std::fprintf(file, "\\u%04x", u);
+    else std::fputc(c, file);
+  }
+  std::fprintf(file, "\", \"timestamp\": %lld}\n", static_cast<long long>(std::time(nullptr)));
+  return std::fclose(file) == 0;
+}
 
 namespace detail {
 
