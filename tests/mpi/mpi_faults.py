@@ -245,7 +245,7 @@ def case_worker_timeout(mpirun, np, program, tmp):
     elapsed = time.monotonic() - start
     text = "\n".join(job.output())
     check(code != 0, "mpirun exited 0 although the workers gave up on the chief", job)
-    check(re.search(r"runhooks: rank [1-9]\d* of \d+: error: runhooks: rank [1-9]\d* of \d+: the "
+    check(re.search(r"runhooks: rank [1-9]\d* of \d+: error: the "
                     r"chief \(rank 0\) sent no initial state within "
                     r"MpiSessionOptions::max_wait_secs = 1 s", text),
           "no worker reported its wait for the chief with its rank", job)

@@ -6,6 +6,7 @@
 
 #include <exception>
 #include <string>
+#include <string_view>
 
 namespace runhooks::detail {
 
@@ -20,6 +21,15 @@ inline std::string describe_current_exception() {
   } catch (...) {
     return "an exception not derived from std::exception";
   }
+}
+
+// `message` without a leading "runhooks: <who>: ", where `who` names this process ("rank 2 of 4"):
+// a rank's report line starts with it already, so an error that names the rank (as runhooks'
+// errors of many processes do) is not named twice. Any other message is returned as it is.
+inline std::string without_own_prefix(std::string message, std::string_view who) {
+  const std::string prefix = "runhooks: " + std::string(who) + ": ";
+  if (message.starts_with(prefix)) message.erase(0, prefix.size());
+  return message;
 }
 
 }  // namespace runhooks::detail

@@ -129,7 +129,8 @@ decltype(auto) mpi_run_or_abort(Body&& body) noexcept {
   try {
     return std::forward<Body>(body)();
   } catch (...) {
-    mpi_abort_job("error: " + detail::describe_current_exception());
+    mpi_abort_job("error: " +
+                  detail::without_own_prefix(detail::describe_current_exception(), detail::mpi_who()));
   }
 }
 
@@ -187,7 +188,8 @@ class MpiEnvironment {
   [[noreturn]] static void on_terminate() noexcept {
     mpi_abort_job(std::current_exception()
                       ? "terminate called after an uncaught exception: " +
-                            detail::describe_current_exception()
+                            detail::without_own_prefix(detail::describe_current_exception(),
+                                                       detail::mpi_who())
                       : std::string("terminate called without an active exception"));
   }
 

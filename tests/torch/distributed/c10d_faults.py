@@ -188,7 +188,7 @@ def case_late_chief(python, program):
     code, output, secs = torchrun(python, program, 2, ["late-chief", "--max-wait-secs", 1,
                                                        "--chief-delay-secs", 30])
     check(code != 0, "torchrun exited 0 although the worker gave up on the chief", output)
-    expected = ("runhooks: rank 1 of 2: error: runhooks: rank 1 of 2: the chief (rank 0) sent no "
+    expected = ("runhooks: rank 1 of 2: error: the chief (rank 0) sent no "
                 "initial state within ChiefStateOptions::max_wait_secs = 1 s")
     check(expected in output, f"no '{expected}'", output)
     check(secs < 20.0, f"the job took {secs:.1f} s, not ended by the worker's wait", output)
@@ -227,7 +227,7 @@ def case_hang(python, program):
     code, output, secs = torchrun(python, program, 2, ["hang", "--timeout-secs", 2,
                                                        "--throw-rank", 1, "--throw-at-step", 30])
     check(code != 0, "torchrun exited 0 although rank 1 hung", output)
-    expected = "runhooks: rank 0 of 2: error: runhooks: rank 0 of 2: allreduce failed: "
+    expected = "runhooks: rank 0 of 2: error: allreduce failed: "
     check(expected in output, f"rank 0 did not report its failed vote: no '{expected}'", output)
     check(re.search(r"[Tt]imed out", output), "the failure is not the timeout", output)
     check(secs < 25.0, f"the job took {secs:.1f} s to end with a 2 s timeout", output)
@@ -289,7 +289,7 @@ def case_global_step_store_gone(python, program):
     check(code0 == 0 and "rank 0 ends, with the store it serves" in output0,
           f"rank 0 exited with {code0}", output)
     check(code1 == 1, f"rank 1 exited with {code1}, not 1", output)
-    expected = ("runhooks: rank 1 of 2: error: runhooks: rank 1 of 2: the global step's read (add "
+    expected = ("runhooks: rank 1 of 2: error: the global step's read (add "
                 "of 0) (key 'global_step/0') in the job's store failed: ")
     check(expected in output1, f"no '{expected}'", output)
     # c10d's TCPStore logs the lost connection itself (a warning with a backtrace): runhooks' own
@@ -339,15 +339,15 @@ def case_env(python, program):
 
 def case_no_store(python, program):
     cases = [
-        (job_variables(), "runhooks: rank 1 of 2: cannot reach the job's store at "
+        (job_variables(), "runhooks: rank 1 of 2: error: cannot reach the job's store at "
                           "MASTER_ADDR:MASTER_PORT = 127.0.0.1:{port} (served by torchrun's "
                           "agent) within C10dOptions::timeout_secs = 2 s; is the program launched "
                           "by torchrun, and is MASTER_PORT its store's?"),
         (job_variables(TORCHELASTIC_USE_AGENT_STORE="False"),
-         "runhooks: rank 1 of 2: cannot reach the job's store at MASTER_ADDR:MASTER_PORT = "
+         "runhooks: rank 1 of 2: error: cannot reach the job's store at MASTER_ADDR:MASTER_PORT = "
          "127.0.0.1:{port} (served by rank 0) within C10dOptions::timeout_secs = 2 s"),
         (job_variables(RANK="0", LOCAL_RANK="0", TORCHELASTIC_USE_AGENT_STORE="False"),
-         "runhooks: rank 0 of 2: the job's store at MASTER_ADDR:MASTER_PORT = 127.0.0.1:{port}, "
+         "runhooks: rank 0 of 2: error: the job's store at MASTER_ADDR:MASTER_PORT = 127.0.0.1:{port}, "
          "served by this rank (TORCHELASTIC_USE_AGENT_STORE=False), was not joined by every rank "
          "within C10dOptions::timeout_secs = 2 s"),
     ]

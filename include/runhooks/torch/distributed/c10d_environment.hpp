@@ -28,6 +28,7 @@
 #include <utility>
 
 #include <runhooks/detail/checked.hpp>
+#include <runhooks/detail/describe_exception.hpp>
 #include <runhooks/torch/distributed/c10d_collective.hpp>
 #include <runhooks/torch/distributed/torchrun_environment.hpp>
 
@@ -76,7 +77,8 @@ decltype(auto) c10d_run_or_abort(Body&& body) noexcept {
   try {
     return std::forward<Body>(body)();
   } catch (...) {
-    c10d_abort_job("error: " + detail::describe_current_c10d_exception());
+    c10d_abort_job("error: " + detail::without_own_prefix(detail::describe_current_c10d_exception(),
+                                                          detail::c10d_who()));
   }
 }
 
@@ -224,7 +226,8 @@ class C10dEnvironment {
   [[noreturn]] static void on_terminate() noexcept {
     c10d_abort_job(std::current_exception()
                        ? "terminate called after an uncaught exception: " +
-                             detail::describe_current_c10d_exception()
+                             detail::without_own_prefix(detail::describe_current_c10d_exception(),
+                                                        detail::c10d_who())
                        : std::string("terminate called without an active exception"));
   }
 
