@@ -397,7 +397,7 @@ struct EchoEngine {
 };
 
 TEST_CASE("GradientAllreduce: buckets of at most bucket_cap_mb, in reverse parameter order; the "
-          "average of equal gradients is themselves") {
+          "average of equal gradients is themselves; the gradients are the buckets' slices") {
   using Sync = runhooks::GradientAllreduce<EchoEngine>;
   using SyncBackend = runhooks::TorchBackend<Model, torch::optim::SGD, runhooks::CrossEntropyLoss, Sync>;
   std::vector<std::int64_t> sizes;
@@ -414,6 +414,13 @@ TEST_CASE("GradientAllreduce: buckets of at most bucket_cap_mb, in reverse param
   CHECK(synced.gradient_sync().bucket_bytes() == std::vector<std::int64_t>{67 * 4, 128 * 4});
   CHECK(sizes.size() == 20);
   CHECK(synced.gradient_sync().calls() == 10);
+  // The gradients are the buckets' slices (DDP's gradient_as_bucket_view): those of one bucket
+  // share its storage, and backward() accumulated into them, with results bit for bit those of
+  // the plain backend above.
+  const std::vector<torch::Tensor> synced_parameters = synced.model()->parameters();
+  CHECK(synced_parameters[1].grad().is_alias_of(synced_parameters[2].grad()));
+  CHECK(synced_parameters[2].grad().is_alias_of(synced_parameters[3].grad()));
+  CHECK_FALSE(synced_parameters[0].grad().is_alias_of(synced_parameters[1].grad()));
 
   for (const double bad : {0.0, -1.0, 2e6}) {
     const std::string message = "GradientAllreduceOptions::bucket_cap_mb must be greater than 0 "

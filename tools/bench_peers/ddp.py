@@ -279,7 +279,7 @@ def report(results, rounds, args, load_before, load_after, versions):
              f"{args.warmup} untimed warm-up steps then {args.steps} timed ones per job, each "
              f"rank timing its loop with a steady clock; a job's time per step is its slowest "
              f"rank's. The runhooks jobs' time in the allreduce is GradientAllreduce's own clock "
-             f"(the copies into the bucket and back, the allreduce, the division): the ranks' "
+             f"(the allreduce and the division; the gradients are the bucket's slices): the ranks' "
              f"mean includes waiting for the slower rank's step, the last rank to arrive's "
              f"(the rank with the least) is closest to the allreduce alone. Hooks: "
              f"{args.hook_rounds} windows per variant per round of {args.hook_steps:,} empty "

@@ -235,8 +235,10 @@ struct TorchDataPosition {
 // The default gradient synchronization of a TorchBackend: none (one process). Its
 // after_backward is empty and inline, so a step is what it was before the policy existed.
 // A policy is a type with `void after_backward(torch::nn::Module& model)`, called after
-// loss.backward() and before Optimizer::step() in every run(); runhooks::GradientAllreduce
-// (<runhooks/torch/distributed/gradient_allreduce.hpp>) averages the gradients over ranks.
+// loss.backward() and before Optimizer::step() in every run(), and optionally
+// `void zero_grad(Optimizer&)`, called instead of the optimizer's zero_grad() at the start of
+// run(); runhooks::GradientAllreduce (<runhooks/torch/distributed/gradient_allreduce.hpp>)
+// averages the gradients over ranks.
 struct NoGradientSync {
   void after_backward(const torch::nn::Module&) const noexcept {}
 };
@@ -324,7 +326,10 @@ class TorchBackend {
 
   void run() {
     auto [inputs, targets] = batches_.batch(global_step_);
-    optimizer_->zero_grad();
+    if constexpr (requires { sync_.zero_grad(*optimizer_); })
+      sync_.zero_grad(*optimizer_);
+    else
+      optimizer_->zero_grad();
     torch::Tensor logits = model_->forward(inputs);
     torch::Tensor loss = loss_fn_(logits, targets);
     loss.backward();

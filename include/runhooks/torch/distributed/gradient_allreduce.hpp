@@ -81,11 +81,14 @@ concept GradientAllreduceEngine = std::movable<E> && requires(E& e, const E& ce,
 // parameters that require a gradient (all float32 on the CPU, else std::invalid_argument naming
 // the parameter) are assigned to buckets in reverse order of model.parameters() (DDP's order,
 // about the order backward() produces them), and a flat float32 tensor is allocated per bucket.
-// Then every call, per bucket: each gradient copied into its slice of the flat tensor (zeros for
-// a parameter without a gradient this step), allreduce_sum, divide by size(), each slice copied
-// back into its gradient. No allocation per step: the flat tensors and their slices are kept.
-// Costs, per step, a copy in and out of every gradient and one allreduce per bucket. Move-only
-// when the engine is; every rank's model must have the same parameters in the same order.
+// Then every call, per bucket: allreduce_sum, divide by size(). The first call copies each
+// gradient into its slice of the flat tensor (zeros for a parameter without a gradient) and then
+// makes the slice the parameter's gradient (DDP's gradient_as_bucket_view): zero_grad(), which
+// TorchBackend calls instead of the optimizer's, zeroes the buckets, and backward() accumulates
+// into them in place, so later steps copy nothing (a gradient that is no longer its slice, set
+// by the program, is copied in again and replaced). No allocation per step. Costs, per step, a
+// zeroing and a division of every bucket and one allreduce per bucket. Move-only when the engine
+// is; every rank's model must have the same parameters in the same order.
 template <GradientAllreduceEngine Engine>
 class GradientAllreduce {
  public:
@@ -99,19 +102,32 @@ class GradientAllreduce {
     for (Bucket& bucket : buckets_) {
       for (Slot& slot : bucket.slots) {
         const torch::Tensor& grad = slot.parameter.grad();
+        if (grad.is_same(slot.view)) continue;  // backward() accumulated into the bucket
         if (grad.defined()) slot.view.copy_(grad);
         else slot.view.zero_();
       }
       engine_.allreduce_sum(bucket.flat);
       bucket.flat.div_(divisor_);
-      for (Slot& slot : bucket.slots) {
-        torch::Tensor& grad = slot.parameter.mutable_grad();
-        if (grad.defined()) grad.copy_(slot.view);
-        else grad = slot.view.clone();
-      }
+      // The averaged gradient is the bucket's slice from now on (DDP's gradient_as_bucket_view).
+      for (Slot& slot : bucket.slots)
+        if (!slot.parameter.grad().is_same(slot.view)) slot.parameter.mutable_grad() = slot.view;
     }
     ++calls_;
     seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  // Called by TorchBackend instead of the optimizer's zero_grad(): once the buckets exist, every
+  // gradient is a view of its bucket, so zeroing the buckets zeroes the gradients in place and the
+  // next backward() accumulates into them, with no copy into the bucket or back. Before the first
+  // after_backward, the optimizer's own zero_grad().
+  template <class Optimizer>
+  void zero_grad(Optimizer& optimizer) {
+    if (buckets_.empty()) {
+      optimizer.zero_grad();
+      return;
+    }
+    const torch::NoGradGuard no_grad;
+    for (Bucket& bucket : buckets_) bucket.flat.zero_();
   }
 
   // The bytes of each bucket (empty before the first after_backward).
