@@ -46,6 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 from run import fmt, load_average, machine, markdown, ratio  # noqa: E402
+from run import write_doc as write_marked_doc  # noqa: E402
 
 BEGIN, END = "<!-- bench-ddp:begin -->", "<!-- bench-ddp:end -->"
 # StopVoteOptions' defaults (include/runhooks/distributed/stop_vote_hook.hpp): a vote after about
@@ -56,17 +57,9 @@ HOOK_VARIANTS = ("hand-written", "hooks", "vote-every-step", "pipelined-every-st
 
 
 def write_doc(path, text):
-    """Replaces what is between our markers in path (run.py's write_doc has its own markers)."""
-    with open(path) as f:
-        doc = f.read()
-    if BEGIN not in doc or END not in doc:
-        log(f"{path} has no {BEGIN} ... {END} markers; not written")
-        return False
-    start, end = doc.index(BEGIN), doc.index(END) + len(END)
-    with open(path, "w") as f:
-        f.write(doc[:start] + text + doc[end:])
-    log(f"updated {path}")
-    return True
+    """Replaces what is between our markers in path (run.py's write_doc, with these markers)."""
+    if write_marked_doc(path, text, BEGIN, END):
+        log(f"updated {path}")
 
 
 def log(message, started=time.monotonic()):

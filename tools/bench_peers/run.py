@@ -468,15 +468,16 @@ def report(results_by_kind, the_kinds, rounds, versions, load_before, load_after
     return per_step, stalls, notes
 
 
-def write_doc(path, text):
+def write_doc(path, text, begin=BEGIN, end=END):
+    """Replaces what is between the markers begin and end in path (ddp.py passes its own)."""
     with open(path) as f:
         doc = f.read()
-    if BEGIN not in doc or END not in doc:
-        log(f"{path} has no {BEGIN} ... {END} markers; not written")
+    if begin not in doc or end not in doc:
+        log(f"{path} has no {begin} ... {end} markers; not written")
         return False
-    start, end = doc.index(BEGIN), doc.index(END) + len(END)
+    start, stop = doc.index(begin), doc.index(end) + len(end)
     with open(path, "w") as f:
-        f.write(doc[:start] + text + doc[end:])
+        f.write(doc[:start] + text + doc[stop:])
     return True
 
 

@@ -49,33 +49,16 @@ Prints what it measured and exits non-zero on any failed claim.
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from torchrun_support import TORCHRUN_VARIABLES, check, fail, free_port
+
 BOUND_SECS = 60.0  # no case may take longer: a hang fails the test
 SANITIZER_REPORTS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
-
-# torchrun's own variables, removed from the environment of a program run alone.
-TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-                      "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_RUN_ID",
-                      "TORCHELASTIC_USE_AGENT_STORE", "GLOO_SOCKET_IFNAME", "LOCAL_WORLD_SIZE",
-                      "GROUP_RANK", "ROLE_RANK", "ROLE_WORLD_SIZE", "GROUP_WORLD_SIZE")
-
-
-def fail(message, output=None):
-    if output is not None:
-        print("---- output ----\n" + output + "\n----------------")
-    print("FAILED: " + message, flush=True)
-    sys.exit(1)
-
-
-def check(condition, message, output=None):
-    if not condition:
-        fail(message, output)
 
 
 def run(command, env=None, timeout=BOUND_SECS):
@@ -126,13 +109,6 @@ def alone(program, args, variables):
     env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_VARIABLES}
     env.update(variables)
     return run([program] + args, env)
-
-
-def free_port():
-    """A port nobody listens on (bound, then closed, so the kernel just handed it out)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def job_variables(**overrides):

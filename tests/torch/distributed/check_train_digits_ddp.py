@@ -35,31 +35,16 @@ import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 
+from torchrun_support import TORCHRUN_VARIABLES, check, fail, free_port
+
 BOUND_SECS = 90.0  # no run may take longer: a hang fails the test
 MIN_ACCURACY = 0.9
-TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-                      "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_RUN_ID",
-                      "TORCHELASTIC_USE_AGENT_STORE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                      "ROLE_RANK", "ROLE_WORLD_SIZE", "GROUP_WORLD_SIZE")
-
-
-def fail(message, output=None):
-    if output is not None:
-        print("---- output ----\n" + output + "\n----------------")
-    print("FAILED: " + message, flush=True)
-    sys.exit(1)
-
-
-def check(condition, message, output=None):
-    if not condition:
-        fail(message, output)
 
 
 class Job:
@@ -363,12 +348,6 @@ def case_throw(args):
           "torchrun's failure report does not show rank 1's error (its error file)", output)
     print(f"ok: the job ended in {secs:.1f} s with torchrun's exit {code}, naming rank 1 and "
           f"its error, in torchrun's report too")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def case_no_store(args):
