@@ -397,6 +397,9 @@ TEST_CASE("CsvOutput and SummaryOutput: path(), output_dir() and log_line() are 
   StepCounterHook hook({.every_n_steps = 10}, runhooks::SummaryOutput(dir.path() / "logs"));
   CHECK(hook.output().output_dir() == dir.path() / "logs");
   CHECK(hook.output().log_line());
+  // No file before the hook begins (TensorFlow's hook takes its writer in begin()): a hook that
+  // never begins, as ChiefOnly's on a job's other ranks, writes nothing into the directory.
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "logs"));
 }
 
 TEST_CASE("CsvOutput reports a file it cannot open") {

@@ -227,6 +227,7 @@ TEST_CASE("EventFileWriterCache: a later get() may shorten the flush period, nev
   CHECK(EventFileWriterCache::get(dir.path())->flush_secs() == 10);  // no options: as it is
   CHECK(EventFileWriterCache::get(dir.path(), EventFileWriterOptions{.flush_secs = 30})->flush_secs() == 10);
   runhooks::SummaryOutput output(dir.path(), false, EventFileWriterOptions{.flush_secs = 0.05});
+  (void)output.writer();  // the output takes the directory's writer here (or at open())
   CHECK(writer->flush_secs() == 0.05);
   output.record("global_step/sec", 100.0, 1);  // the thread woke to the new period
   REQUIRE(seconds_until([&] { return events_in(writer->path()) == 2; }));

@@ -223,6 +223,11 @@ def case_engine(engine, args):
         check(code == 0, f"exit {code}", output)
         whole = finished_run(output, nproc, steps)
         print(f"   uninterrupted run: {secs:.1f} s")
+        # The chief's summaries only: one event file (the other ranks' ChiefOnly hooks never
+        # begin, so they open none), which TensorBoard reads as the run.
+        events = [n for n in os.listdir(os.path.join(tmp, "whole")) if n.startswith("events.out.")]
+        check(len(events) == 1, f"the model directory holds {len(events)} event files, "
+              f"expected the chief's one: {events}")
         killed = os.path.join(tmp, "killed")
         at, restored = kill_and_resume(start, common, killed, nproc, whole, steps, save_steps)
         if engine != "c10d":
