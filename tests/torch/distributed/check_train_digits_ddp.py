@@ -20,6 +20,10 @@ the program links). Without the digits data (CSV empty or missing) every case bu
             the run ends with accuracy >= 0.9, exit 0.
   sigterm   SIGTERM to torchrun mid-run: it forwards it; every rank stops after the same step,
             the chief writes the final checkpoint at that step, every rank exits 0.
+  launcher-killed
+            torchrun SIGKILLed mid-run (2 ranks): the kernel sends each worker SIGTERM
+            (PR_SET_PDEATHSIG, set by C10dEnvironment), and every rank stops after the same step,
+            the chief writing the final checkpoint at it, within 30 s; no orphan trains on.
   throw     rank 1 throws after step 40 (--throw-at-step): the job ends within the collective
             timeout (10 s), naming rank 1 and the error, also in torchrun's failure report
             (through the worker's TORCHELASTIC_ERROR_FILE); no hang.
@@ -336,6 +340,48 @@ def case_sigterm(args):
               f"exit {code}, {time.monotonic() - sent:.1f} s after the signal")
 
 
+def alive(pid):
+    """Whether pid runs (a zombie, waiting for a parent to reap it, has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def case_launcher_killed(args):
+    nproc, steps = 2, 100000
+    with tempfile.TemporaryDirectory(prefix="runhooks-ddp-") as tmp:
+        job = torchrun(["--data", args.data, "--steps", steps, "--save-steps", 100,
+                        "--log-every", 100, "--model-dir", tmp], nproc, args.python, args.program)
+        job.wait_for(r"saved checkpoint .*model\.ckpt-100$")
+        workers = children(job.process.pid)
+        check(len(workers) == nproc, f"torchrun has {len(workers)} children, expected {nproc}",
+              job.output())
+        os.kill(job.process.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        print(f"SIGKILLed torchrun (pid {job.process.pid}); its workers: {workers}")
+        while any(alive(w) for w in workers) and time.monotonic() - killed < 30:
+            time.sleep(0.05)
+        left = [w for w in workers if alive(w)]
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        job.process.wait()
+        job.reader.join(10)
+        output = job.output()
+        check(not left, f"workers {left} still ran 30 s after torchrun was killed", output)
+        stopped = per_rank(r"^rank (\d+) stopped at step (\d+)$", output)
+        check(sorted(stopped) == list(range(nproc)) and all(len(v) == 1 for v in stopped.values())
+              and len({v[0] for v in stopped.values()}) == 1,
+              f"expected every rank to stop once after the same step, got {stopped}", output)
+        at = int(stopped[0][0])
+        check(last_checkpoint(tmp) == at, f"the last checkpoint is at step {last_checkpoint(tmp)},"
+              f" the ranks stopped at {at}", output)
+        print(f"ok: torchrun SIGKILLed; its workers got SIGTERM from the kernel and every rank "
+              f"stopped after step {at}, final checkpoint written, "
+              f"{time.monotonic() - killed:.1f} s after the kill")
+
+
 def case_throw(args):
     job = torchrun(["--data", args.data, "--steps", 100000, "--save-steps", 1000,
                     "--log-every", 1000, "--throw-at-step", 40, "--throw-rank", 1,
@@ -427,8 +473,8 @@ def case_args(args):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("case", choices=["args", "c10d", "mpi", "restart", "sigterm", "throw",
-                                         "no-store"])
+    parser.add_argument("case", choices=["args", "c10d", "mpi", "restart", "sigterm",
+                                         "launcher-killed", "throw", "no-store"])
     parser.add_argument("program")
     parser.add_argument("--data", default="")
     parser.add_argument("--python", default=sys.executable)
@@ -447,6 +493,7 @@ def main():
     start = time.monotonic()
     {"c10d": lambda: case_engine("c10d", args), "mpi": lambda: case_engine("mpi", args),
      "restart": lambda: case_restart(args), "sigterm": lambda: case_sigterm(args),
+     "launcher-killed": lambda: case_launcher_killed(args),
      "throw": lambda: case_throw(args), "no-store": lambda: case_no_store(args)}[args.case]()
     print(f"done in {time.monotonic() - start:.1f} s")
 

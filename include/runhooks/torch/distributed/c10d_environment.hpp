@@ -19,6 +19,13 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#if defined(__linux__)
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <csignal>
+#endif
+
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -98,6 +105,12 @@ decltype(auto) c10d_run_or_abort(Body&& body) noexcept {
 // rules (StopVoteHook, ChiefOnly, ChiefStateHook); process_group() is for the program's own
 // collectives (a gradient allreduce).
 //
+// On Linux, asks the kernel for SIGTERM when the launcher dies (prctl PR_SET_PDEATHSIG): torchrun
+// starts its workers in sessions of their own, so a torchrun killed with SIGKILL (or by the OOM
+// killer) would leave them training as orphans. The SIGTERM stops the job as a SIGTERM to torchrun
+// does: with Voted(SignalStopHook()) every rank stops after the same step and the chief writes
+// its final checkpoint; without a handler the worker ends, and the others' next collective fails.
+//
 // Also makes std::terminate (an exception nobody caught) print the exception with this rank and
 // end the process (c10d_abort_job). If a stop vote was left by an exception that the program
 // caught while this object lives on, the destructor ends the process rather than leave the
@@ -118,6 +131,7 @@ class C10dEnvironment {
 
   C10dEnvironment(TorchrunEnvironment variables, C10dOptions options)
       : variables_(std::move(variables)), options_(options.validate()) {
+    end_with_launcher();
     detail::c10d_rank = variables_.rank;
     detail::c10d_size = variables_.world_size;
     store_ = c10::make_intrusive<c10d::PrefixStore>(
@@ -221,6 +235,15 @@ class C10dEnvironment {
                       std::to_string(size()) + " ranks within " + timeout_text() + " (c10d: " +
                       detail::c10d_message(e) + ")");
     }
+  }
+
+  // SIGTERM to this process when its parent (torchrun's agent) dies; at once if it died while the
+  // request was made.
+  static void end_with_launcher() noexcept {
+#if defined(__linux__)
+    const pid_t launcher = ::getppid();
+    if (::prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && ::getppid() != launcher) ::raise(SIGTERM);
+#endif
   }
 
   [[noreturn]] static void on_terminate() noexcept {
