@@ -23,6 +23,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #endif
 
@@ -105,9 +106,9 @@ decltype(auto) c10d_run_or_abort(Body&& body) noexcept {
 // rules (StopVoteHook, ChiefOnly, ChiefStateHook); process_group() is for the program's own
 // collectives (a gradient allreduce).
 //
-// On Linux, asks the kernel for SIGTERM when the launcher dies (prctl PR_SET_PDEATHSIG): torchrun
-// starts its workers in sessions of their own, so a torchrun killed with SIGKILL (or by the OOM
-// killer) would leave them training as orphans. The SIGTERM stops the job as a SIGTERM to torchrun
+// On Linux, asks the kernel for one SIGTERM when the launcher dies (prctl PR_SET_PDEATHSIG):
+// torchrun starts its workers in sessions of their own, so a torchrun killed with SIGKILL (or by
+// the OOM killer) would leave them training as orphans. The SIGTERM stops the job as a SIGTERM to torchrun
 // does: with Voted(SignalStopHook()) every rank stops after the same step and the chief writes
 // its final checkpoint; without a handler the worker ends, and the others' next collective fails.
 //
@@ -237,14 +238,33 @@ class C10dEnvironment {
     }
   }
 
-  // SIGTERM to this process when its parent (torchrun's agent) dies; at once if it died while the
-  // request was made.
+  // SIGTERM to this process, once, when its parent (torchrun's agent) dies; at once if it died
+  // while the request was made. The kernel's parent-death signal follows the thread that started
+  // the process, and a dying multi-threaded launcher may send it more than once (once per thread
+  // the process is passed on to); a second SIGTERM would end the process before its final
+  // checkpoint (SignalStopHook's "send it again to terminate at once"). So the kernel sends a
+  // signal of runhooks' own (launcher_death_signal), whose handler raises SIGTERM the first time
+  // only (kill() is async-signal-safe).
   static void end_with_launcher() noexcept {
 #if defined(__linux__)
+    struct sigaction action {};
+    action.sa_handler = [](int) {
+      static constinit std::atomic<bool> sent{false};
+      if (!sent.exchange(true)) ::kill(::getpid(), SIGTERM);
+    };
+    sigemptyset(&action.sa_mask);
     const pid_t launcher = ::getppid();
-    if (::prctl(PR_SET_PDEATHSIG, SIGTERM) == 0 && ::getppid() != launcher) ::raise(SIGTERM);
+    if (::sigaction(launcher_death_signal(), &action, nullptr) == 0 &&
+        ::prctl(PR_SET_PDEATHSIG, launcher_death_signal()) == 0 && ::getppid() != launcher)
+      ::raise(launcher_death_signal());
 #endif
   }
+
+#if defined(__linux__)
+  // A real-time signal (glibc keeps the ones below SIGRTMIN for itself), which nothing else in a
+  // training program is expected to send.
+  static int launcher_death_signal() noexcept { return SIGRTMIN + 5; }
+#endif
 
   [[noreturn]] static void on_terminate() noexcept {
     c10d_abort_job(std::current_exception()
