@@ -82,10 +82,12 @@ cmd_test() {
     setup_torch
   fi
   trap stop_background_build EXIT
-  local i following status
+  local i following status cpu_start cpu took_cpu reports=()
   for ((i = 0; i < ${#ordered[@]}; i++)); do
     name=${ordered[i]} following=${ordered[i + 1]:-}
     start=$(date +%s)
+    children_cpu_seconds
+    cpu_start=$CPU_SECONDS
     if contains "$name" "${BUILD_SUITES[@]}"; then
       status=0
       if [[ $BACKGROUND_SUITE == "$name" ]]; then
@@ -104,17 +106,28 @@ cmd_test() {
       "test_suite_$name"
     fi
     took=$(($(date +%s) - start))
+    children_cpu_seconds
+    cpu=$CPU_SECONDS
+    took_cpu=$((cpu - cpu_start))
     total=$((total + took))
     k=$((k + 1))
-    times+=("  $name: $(duration $took)")
+    times+=("  $name: $(duration $took) wall, $(duration $took_cpu) CPU")
     record_suite_time "$name" "$took"
-    note "[$k/${#ordered[@]} suites] $name: $(duration $took) (total so far $(duration $total))"
+    note "[$k/${#ordered[@]} suites] $name: $(duration $took) wall, $(duration $took_cpu) CPU" \
+      "(total so far $(duration $total) wall, $(duration "$cpu") CPU)"
+    if contains "$name" "${BUILD_SUITES[@]}"; then
+      reports+=(--tests "$name=build/$name/meson-logs/testlog.json"
+        --builds "$name=build/$name/.ninja_log:$(cat "build/$name-ninja-offset" 2>/dev/null || echo 0)")
+    fi
   done
 
   echo
-  echo "wall time per suite:"
+  ((${#reports[@]} == 0)) || python3 tools/dev/slowest.py "${reports[@]}" || true
+  echo "time per suite (a suite's build ran partly during the previous suite's tests; its CPU"
+  echo "seconds are counted in its own line):"
   printf '%s\n' "${times[@]}"
-  echo "  all: $(duration $total)"
+  children_cpu_seconds
+  echo "  all: $(duration $total) wall, $(duration "$CPU_SECONDS") CPU"
   [[ -z $TORCH_SKIPPED ]] || echo "$TORCH_SKIPPED"
   ((SKIPPED == 0)) || echo "$SKIPPED skipped"
   local failure
@@ -181,6 +194,21 @@ test_suite_tsan() {
 }
 
 # ---- how long the suites take -------------------------------------------------------------------
+# children_cpu_seconds: sets CPU_SECONDS to the user + system CPU seconds of every child of this
+# shell that has ended and been waited for (bash's `times`, second line). A suite's background build
+# is counted when its turn comes (`wait`), so the difference across a suite's turn is its CPU.
+children_cpu_seconds() {
+  # `times` in this shell itself: in a $(...) subshell it would count that subshell's children.
+  local file line
+  file=$(mktemp)
+  times >"$file"
+  line=$(sed -n 2p "$file") # "1m2.345s 0m6.789s"
+  rm -f "$file"
+  CPU_SECONDS=$(awk -v t="$line" 'BEGIN {
+    split(t, f, " "); s = 0
+    for (i = 1; i <= 2; i++) { split(f[i], p, "m"); sub("s", "", p[2]); s += p[1] * 60 + p[2] }
+    printf "%d\n", s + 0.5 }')
+}
 # Wall seconds of each suite from scratch (fresh build directory) on a quiet 2-core machine with
 # libtorch installed: the first line's estimate for a suite that $SUITE_TIMES does not know yet.
 # From a fresh clone's run (issue 21, 13 min 7 s in all), each suite counted from the end of the
@@ -280,6 +308,8 @@ suite() {
     note "[$label] configure $dir (CXX=$compiler)"
     configure "$dir" "$compiler" "${COMMON_SETUP[@]}" "$@" || return 1
     note "[$label] build"
+    # Where this build's lines of ninja's log start, for the slowest build steps at the end.
+    stat -c %s "$dir/.ninja_log" >"build/$label-ninja-offset" 2>/dev/null || echo 0 >"build/$label-ninja-offset"
     "$MESON" compile -C "$dir" || return 2
     return 0
   fi
