@@ -26,6 +26,7 @@
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/checked.hpp>
 #include <runhooks/detail/forwarding_hook.hpp>
+#include <runhooks/detail/no_constructor_fits.hpp>
 #include <runhooks/detail/sleep.hpp>
 #include <runhooks/error.hpp>
 #include <runhooks/hooks/signal_stop_hook.hpp>
@@ -105,6 +106,11 @@ struct TrainingSessionOptions {
   std::optional<std::int64_t> save_summaries_steps{};
   std::optional<double> save_summaries_secs{};
   std::int64_t log_step_count_steps = 100;  // StepCounterHook; 0: none
+  // What the StepCounterHook does with each global_step/sec it measures, chosen apart (both,
+  // TensorFlow's, by default; neither is log_step_count_steps = 0): a log line, and a point of
+  // the global_step/sec chart in summary_dir's event file.
+  bool step_rate_log_line = true;
+  bool step_rate_chart = true;
   std::string_view summary_dir{};          // empty: checkpoint_dir
   double stop_grace_period_secs = 120.0;   // see MonitoredSession::set_stop_grace_period_secs
   double max_wait_secs = 7200.0;           // how long a worker waits for the chief's checkpoint
@@ -211,7 +217,8 @@ inline ResolvedTrainingOptions resolve(const TrainingSessionOptions& o, bool is_
   if (!r.checkpoint_secs && !r.checkpoint_steps) r.checkpoint_secs = 600.0;
   if (!is_chief) return r;  // a worker has no default hooks
   const bool has_summary_dir = !r.summary_dir.empty();
-  r.step_counter = has_summary_dir && o.log_step_count_steps > 0;
+  r.step_counter = has_summary_dir && o.log_step_count_steps > 0 &&
+                   (o.step_rate_log_line || o.step_rate_chart);
   r.summaries = has_summary_dir && (r.summary_steps.value_or(0) > 0 || r.summary_secs.value_or(0.0) > 0.0);
   r.checkpoints = !r.checkpoint_dir.empty() &&
                   (r.checkpoint_steps.value_or(0) > 0 || r.checkpoint_secs.value_or(0.0) > 0.0);
@@ -485,13 +492,21 @@ MonitoredTrainingSession<Creator, Layout, Hooks...> make_monitored_training_sess
 
 // SummaryOutput behind a pointer: default-constructible, as Clang needs every output of a
 // StepCounterHook held in a std::optional to be (its constructor's `Output output = {}` default
-// argument is instantiated by std::is_constructible).
+// argument is instantiated by std::is_constructible). No SummaryOutput: the log line only
+// (TrainingSessionOptions::step_rate_chart false).
 struct SharedSummaryOutput {
   std::shared_ptr<SummaryOutput> output;
-  void open(const StepCounterOptions& options) { output->open(options); }
-  void start(std::int64_t global_step) { output->start(global_step); }
+  void open(const StepCounterOptions& options) {
+    if (output) output->open(options);
+  }
+  void start(std::int64_t global_step) {
+    if (output) output->start(global_step);
+  }
   void record(std::string_view tag, double steps_per_sec, std::int64_t global_step) {
-    output->record(tag, steps_per_sec, global_step);
+    if (output)
+      output->record(tag, steps_per_sec, global_step);
+    else
+      LogOutput{}.record(tag, steps_per_sec, global_step);
   }
 };
 
@@ -529,8 +544,9 @@ struct DefaultHookLayout {
 // ). The session's hooks, in TensorFlow's order (§1.10), reachable from the session (see
 // MonitoredTrainingSession: step_counter(), summary_saver(), checkpoint_saver(), find_hook<H>()):
 //   1. the chief-only hooks;
-//   2. StepCounterHook(every_n_steps = log_step_count_steps) writing global_step/sec to
-//      summary_dir (default checkpoint_dir), if that is set and log_step_count_steps > 0;
+//   2. StepCounterHook(every_n_steps = log_step_count_steps) logging global_step/sec
+//      (step_rate_log_line) and writing it to summary_dir (default checkpoint_dir;
+//      step_rate_chart), if that is set, log_step_count_steps > 0 and either is true;
 //   3. SummarySaverHook(save_summaries_steps | save_summaries_secs, summary_dir) of the keys
 //      given, if there are keys, summary_dir is set and the period is not 0;
 //   4. CheckpointSaverHook(checkpoint_dir, save_checkpoint_secs | save_checkpoint_steps), if the
@@ -617,7 +633,11 @@ auto make_training_session(const TrainingSessionOptions& options, Factory factor
       using Counter = detail::DefaultStepCounter<C>;
       auto counter = detail::conditional<Counter>(r.step_counter, [&] {
         return Counter(StepCounterOptions{.every_n_steps = options.log_step_count_steps}, clock,
-                       detail::SharedSummaryOutput{std::make_shared<SummaryOutput>(r.summary_dir)});
+                       detail::SharedSummaryOutput{
+                           options.step_rate_chart
+                               ? std::make_shared<SummaryOutput>(r.summary_dir,
+                                                                 options.step_rate_log_line)
+                               : nullptr});
       });
       auto summaries = [&] {
         if constexpr (has_summary_keys) {
@@ -673,5 +693,33 @@ auto make_training_session(const TrainingSessionOptions& options, Factory factor
       std::tuple_cat(std::move(chief_hooks), std::move(defaults), std::move(others),
                      std::move(signals)));
 }
+
+// A second argument that is no backend factory: said here, since the catch-all below, the only
+// other overload that would fit, speaks of the options.
+template <Role R = Role::runtime, class Factory, class... Args>
+  requires(!BackendFactory<Factory>)
+void make_training_session(const TrainingSessionOptions&, Factory, Args...) {
+  static_assert(BackendFactory<Factory>,
+                "runhooks::make_training_session's second argument makes a fresh backend: a "
+                "callable with no argument returning a backend (`[] { return Trainer{}; }`), not "
+                "the backend itself; its type is named in this instantiation.");
+}
+
+// Chosen when the arguments fit no make_training_session above, most often braced options with
+// a misspelt field: the error names TrainingSessionOptions and its fields
+// (detail/no_constructor_fits.hpp says why the compiler cannot name the field in that form).
+template <Role R = Role::runtime,
+          class Hint = detail::write_the_options_type<
+              TrainingSessionOptions, &TrainingSessionOptions::is_chief,
+              &TrainingSessionOptions::checkpoint_dir, &TrainingSessionOptions::save_checkpoint_secs,
+              &TrainingSessionOptions::save_checkpoint_steps,
+              &TrainingSessionOptions::save_summaries_steps,
+              &TrainingSessionOptions::save_summaries_secs,
+              &TrainingSessionOptions::log_step_count_steps,
+              &TrainingSessionOptions::step_rate_log_line, &TrainingSessionOptions::step_rate_chart,
+              &TrainingSessionOptions::summary_dir, &TrainingSessionOptions::stop_grace_period_secs,
+              &TrainingSessionOptions::max_wait_secs, &TrainingSessionOptions::stop_on_signals,
+              &TrainingSessionOptions::checked>>
+Hint make_training_session(...) = delete;  // Misspelt field? Write TrainingSessionOptions{...} to see which
 
 }  // namespace runhooks

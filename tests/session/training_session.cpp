@@ -173,6 +173,36 @@ TEST_CASE("I84 test_summaries_steps / test_summaries_secs: the tags include my_s
   }
 }
 
+TEST_CASE("make_training_session: the step rate's log line and chart are chosen apart (issue 30)") {
+  // 20,000 steps logged a line every 100; log_step_count_steps = 0, the only way to silence
+  // them, also removed the chart. Each of the four choices, 100 steps at 10 a line.
+  struct Case {
+    bool line, chart;
+  };
+  for (const Case c : {Case{true, true}, Case{false, true}, Case{true, false}, Case{false, false}}) {
+    INFO("step_rate_log_line ", c.line, ", step_rate_chart ", c.chart);
+    fakes::LogCapture capture;
+    const ckpt::TempDir dir;
+    const std::string logdir = dir.path.string();
+    {
+      auto session = make_training_session({.checkpoint_dir = logdir,
+                                            .save_checkpoint_secs = 0,
+                                            .log_step_count_steps = 10,
+                                            .step_rate_log_line = c.line,
+                                            .step_rate_chart = c.chart,
+                                            .stop_on_signals = false},
+                                           factory());
+      CHECK((session.step_counter() != nullptr) == (c.line || c.chart));
+      for (int i = 0; i < 101; ++i) session.run();
+    }
+    int lines = 0;
+    for (const std::string& line : capture.lines()) lines += line.rfind("global_step/sec: ", 0) == 0;
+    CHECK(lines == (c.line ? 10 : 0));  // at steps 11, 21, ..., 101
+    CHECK(tags_in(dir.path).count("global_step/sec") == (c.chart ? 1u : 0u));
+    if (!c.chart) CHECK(event_files_in(dir.path) == 0);
+  }
+}
+
 TEST_CASE("I85 test_custom_saving: chief_only FakeHook, save_checkpoint_secs=0: 0, 1, 2; begin once; a restart reads 0") {
   fakes::LogCapture capture;
   const ckpt::TempDir dir;
