@@ -1,4 +1,4 @@
-// expect: write_the_options_type<runhooks::EarlyStoppingOptions, &runhooks::EarlyStoppingOptions::mode, &runhooks::EarlyStoppingOptions::min_delta, &runhooks::EarlyStoppingOptions::patience, &runhooks::EarlyStoppingOptions::baseline, &runhooks::EarlyStoppingOptions::every_n_iter, &runhooks::EarlyStoppingOptions::start_from_check>
+// expect: write_the_options_type<runhooks::EarlyStoppingOptions, &runhooks::EarlyStoppingOptions::mode, &runhooks::EarlyStoppingOptions::min_delta, &runhooks::EarlyStoppingOptions::patience, &runhooks::EarlyStoppingOptions::baseline, &runhooks::EarlyStoppingOptions::every_n_iter, &runhooks::EarlyStoppingOptions::start_from_check, &runhooks::EarlyStoppingOptions::stopping_threshold, &runhooks::EarlyStoppingOptions::divergence_threshold, &runhooks::EarlyStoppingOptions::check_finite, &runhooks::EarlyStoppingOptions::min_steps>
 // expect: Misspelt field? Write EarlyStoppingOptions{...} to see which
 // first-error: deleted
 // max-lines: 10

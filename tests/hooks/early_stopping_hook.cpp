@@ -250,3 +250,86 @@ TEST_CASE("EarlyStopping: options are validated") {
                        doctest::Contains("start_from_check"), std::invalid_argument);
   CHECK_THROWS_AS(EarlyStoppingHook<ValLoss>({.patience = -1}), std::invalid_argument);
 }
+
+// Issue 27: Lightning's thresholds, check_finite and reason, TensorFlow's min_steps. The
+// Lightning 2.6.6 sequences are in tests/hooks/keras_lightning_reference.cpp.
+TEST_CASE("EarlyStopping: Lightning's order, non-finite before the thresholds before the patience") {
+  fakes::LogCapture capture;
+  // A NaN with check_finite stops at once, whatever the thresholds say.
+  EarlyStoppingHook<ValLoss> finite({.patience = 5, .stopping_threshold = 0.5,
+                                     .divergence_threshold = 2.0, .check_finite = true});
+  CHECK(checks_until_stop(finite, {1.0, nan_value, 0.25}) == 2);
+  CHECK(finite.stop_reason() == runhooks::EarlyStoppingReason::non_finite_metric);
+  CHECK(finite.stopped_step() == 2);
+  CHECK(finite.best() == 1.0);
+  CHECK(finite.wait() == 0);
+  CHECK(finite.stop_message() ==
+        "EarlyStoppingHook: stopping at global step 2: val_loss = nan is not finite "
+        "(check_finite); its best was 1 at global step 1.");
+  // A value past both thresholds: the stopping threshold is tested first.
+  EarlyStoppingHook<ValLoss> both({.patience = 5, .stopping_threshold = 3.0,
+                                   .divergence_threshold = 2.0});
+  CHECK(checks_until_stop(both, {2.5}) == 1);
+  CHECK(both.stop_reason() == runhooks::EarlyStoppingReason::stopping_threshold);
+  CHECK(both.stop_message() == "EarlyStoppingHook: stopping at global step 1: val_loss = 2.5 "
+                               "reached the stopping_threshold (< 3).");
+  // Equal to a threshold is not past it (Lightning's strict torch.lt / torch.gt).
+  EarlyStoppingHook<ValLoss> equal({.patience = 5, .stopping_threshold = 0.5,
+                                    .divergence_threshold = 2.0});
+  CHECK(checks_until_stop(equal, {0.5, 2.0, 1.0}) == 3);
+  CHECK(equal.stop_reason() == runhooks::EarlyStoppingReason::not_stopped);
+  EarlyStoppingHook<ValLoss> diverged({.mode = MetricMode::max, .patience = 5,
+                                       .divergence_threshold = 0.25});
+  CHECK(checks_until_stop(diverged, {0.5, 0.125}) == 2);
+  CHECK(diverged.stop_reason() == runhooks::EarlyStoppingReason::divergence_threshold);
+  CHECK(diverged.stop_message() == "EarlyStoppingHook: stopping at global step 2: val_loss = "
+                                   "0.125 passed the divergence_threshold (< 0.25).");
+  // The patience keeps its own reason; begin() clears it.
+  EarlyStoppingHook<ValLoss> patient({.patience = 1});
+  CHECK(checks_until_stop(patient, {1.0, 2.0}) == 2);
+  CHECK(patient.stop_reason() == runhooks::EarlyStoppingReason::patience_exhausted);
+  CHECK(checks_until_stop(patient, {1.0}) == 1);
+  CHECK(patient.stop_reason() == runhooks::EarlyStoppingReason::not_stopped);
+  CHECK(patient.stop_message().empty());
+}
+
+TEST_CASE("EarlyStopping: check_finite off, a NaN or inf counts toward the patience; on, +-inf stops") {
+  fakes::LogCapture capture;
+  EarlyStoppingHook<ValLoss> off({.patience = 3});
+  CHECK(checks_until_stop(off, {1.0, inf_value, -inf_value, 0.5}) == 4);
+  CHECK(off.best() == -inf_value);  // -inf improves in min mode, as in Keras and Lightning
+  EarlyStoppingHook<ValLoss> on({.patience = 3, .check_finite = true});
+  CHECK(checks_until_stop(on, {1.0, -inf_value, 0.5}) == 2);
+  CHECK(on.stop_reason() == runhooks::EarlyStoppingReason::non_finite_metric);
+  // A first non-finite value: no best to report.
+  EarlyStoppingHook<ValLoss> first({.patience = 3, .check_finite = true});
+  CHECK(checks_until_stop(first, {nan_value}) == 1);
+  CHECK(first.stop_message() == "EarlyStoppingHook: stopping at global step 1: val_loss = nan is "
+                                "not finite (check_finite); its best was none yet.");
+}
+
+TEST_CASE("EarlyStopping: min_steps, TensorFlow's, skips every check below that global step") {
+  fakes::LogCapture capture;
+  EarlyStoppingHook<ValLoss> hook({.patience = 0, .stopping_threshold = 0.5, .min_steps = 3});
+  // Steps 1 and 2 are skipped whole: 0.25 does not stop, 9.0 does not become the best.
+  CHECK(checks_until_stop(hook, {0.25, 9.0, 2.0, 3.0, 0.0}) == 4);
+  CHECK(hook.stopped_step() == 4);
+  CHECK(hook.best() == 2.0);
+  CHECK(hook.best_step() == 3);
+  CHECK(hook.checks() == 4);
+}
+
+TEST_CASE("EarlyStopping: the new options are validated") {
+  using O = runhooks::EarlyStoppingOptions;
+  CHECK_THROWS_WITH_AS((O{.stopping_threshold = nan_value}.validate()),
+                       "runhooks: EarlyStoppingOptions::stopping_threshold must be finite, got nan.",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS((O{.divergence_threshold = -inf_value}.validate()),
+                       "runhooks: EarlyStoppingOptions::divergence_threshold must be finite, got -inf.",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS((O{.min_steps = -2}.validate()),
+                       "runhooks: EarlyStoppingOptions::min_steps must be at least 0, got -2.",
+                       std::invalid_argument);
+  CHECK_THROWS_AS(EarlyStoppingHook<ValLoss>({.stopping_threshold = inf_value}),
+                  std::invalid_argument);
+}

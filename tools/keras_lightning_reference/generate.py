@@ -104,7 +104,7 @@ KERAS_EARLY_STOPPING = [
     # Keras >= 3.7 takes the first value as the best whatever it is; runhooks starts at +inf
     # (docs/coming-from-keras-and-lightning.md): these two record the difference.
     dict(name="k14_first_nan", patience=2, values=[NAN, 1.0, 0.5, 0.25], differs=True),
-    dict(name="k15_first_inf", patience=1, values=[INF, 1.0, 0.5], differs=True),
+    dict(name="k15_first_inf", patience=1, values=[INF, INF, 1.0], differs=True),
 ]
 
 KERAS_REDUCE_LR = [

