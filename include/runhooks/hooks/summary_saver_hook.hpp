@@ -30,6 +30,7 @@
 #include <runhooks/session_run_args.hpp>
 #include <runhooks/session_run_context.hpp>
 #include <runhooks/summary/event_writer.hpp>
+#include <runhooks/summary/detail/utf8.hpp>
 #include <runhooks/summary/histogram.hpp>
 
 namespace runhooks {
@@ -220,6 +221,12 @@ class SummarySaverHook<Scalars<Ss...>, Histograms<Hs...>, Writer, C> {
   static_assert((detail::summary_histogram<typename Hs::value_type> && ...),
                 "runhooks::SummarySaverHook: a histogram key's value_type must be a number or "
                 "a range of numbers (std::vector<float>, std::array<double, N>, ...).");
+  // A key's name is its tag in the event file, where protobuf's parsers refuse any string that
+  // is not UTF-8 (and TensorBoard then reads nothing after it): a compile error, not a file that
+  // stops in the middle (EventFileWriter refuses such a tag at run time).
+  static_assert((detail::is_utf8(key_name<Ss>()) && ...) && (detail::is_utf8(key_name<Hs>()) && ...),
+                "runhooks::SummarySaverHook: a key's name is its summary tag and must be UTF-8; "
+                "TensorBoard cannot read an event holding any other tag.");
 
  public:
   // `output` is the output_dir (for EventFileSummaryWriter) or the writer itself.

@@ -42,8 +42,10 @@ class SummaryOutput {
     if (writer_options_) writer_options_->validate();
   }
 
-  // StepCounterHook's begin(): a session begins.
-  void open(const StepCounterOptions&) {
+  // StepCounterHook's begin(): a session begins. A tag that is not UTF-8 throws here, before
+  // the first step, rather than at the first record (EventFileWriter::add_scalar's rule).
+  void open(const StepCounterOptions& options) {
+    detail::check_summary_tag("SummaryOutput, StepCounterOptions::tag", options.tag);
     file().begin_session();
     started_ = false;
   }

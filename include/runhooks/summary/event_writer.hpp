@@ -8,6 +8,7 @@
 #include <runhooks/detail/checked.hpp>
 #include <runhooks/detail/crc32c.hpp>
 #include <runhooks/log.hpp>
+#include <runhooks/summary/detail/utf8.hpp>
 
 #include <bit>
 #include <cerrno>
@@ -23,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -148,7 +150,16 @@ struct SessionLogFields {
   static constexpr std::uint32_t checkpoint_path = 2;  // string
 };
 
+// A checkpoint path that is not UTF-8 (a Latin-1 directory name) is written escaped, as
+// escape_invalid_utf8 says: protobuf's parsers refuse the event otherwise, and TensorBoard reads
+// nothing after it. Escaped rather than refused: the name is the file system's, which saves there
+// whatever its bytes, and the SessionLog only reports it.
 inline std::string encode_session_log_what(SessionStatus status, std::string_view checkpoint_path = {}) {
+  std::string escaped;
+  if (!is_utf8(checkpoint_path)) [[unlikely]] {
+    escaped = escape_invalid_utf8(checkpoint_path);
+    checkpoint_path = escaped;
+  }
   std::string session_log;
   put_key(session_log, SessionLogFields::status, WireType::varint);
   put_varint(session_log, static_cast<std::uint8_t>(status));
@@ -157,6 +168,25 @@ inline std::string encode_session_log_what(SessionStatus status, std::string_vie
   std::string what;
   put_length_delimited(what, SessionLogFields::in_event, session_log);
   return what;
+}
+
+// A summary tag must be UTF-8: protobuf's parsers refuse an event whose tag is not, and
+// TensorBoard then reads nothing after it. Refused rather than escaped, as a name: the program
+// chose it, and an escaped tag would be another tag. `where` names the caller.
+[[noreturn, gnu::cold, gnu::noinline]] inline void throw_tag_not_utf8(std::string_view where,
+                                                                     std::string_view tag) {
+  const std::size_t at = invalid_utf8_at(tag);
+  constexpr char digits[] = "0123456789abcdef";
+  const auto byte = static_cast<std::uint8_t>(tag[at]);
+  throw std::invalid_argument("runhooks: " + std::string(where) + ": the summary tag '" +
+                              escape_invalid_utf8(tag) + "' is not UTF-8 (byte 0x" +
+                              digits[byte >> 4] + digits[byte & 0x0F] + " at offset " +
+                              std::to_string(at) +
+                              "): TensorBoard cannot read an event holding it; name it in UTF-8.");
+}
+
+inline void check_summary_tag(std::string_view where, std::string_view tag) {
+  if (!is_utf8(tag)) [[unlikely]] throw_tag_not_utf8(where, tag);
 }
 
 // TFRecord framing (tensorflow/core/lib/io/record_writer.h): uint64 length, masked CRC-32C of
@@ -292,6 +322,12 @@ struct EventFileWriterOptions {
 //   TensorBoard drops the events an earlier run wrote at or after that step (a restart from a
 //   checkpoint). `add_checkpoint(step, path)` appends `SessionLog{status: CHECKPOINT,
 //   checkpoint_path: path}`, what TensorFlow's CheckpointSaverHook writes after each save.
+// - Every string in the file is UTF-8, whatever the input, since protobuf's parsers refuse an
+//   event holding any other `string` and TensorBoard then reads nothing after it: a tag that is
+//   not UTF-8 is refused (std::invalid_argument naming it; nothing is written), as a name the
+//   program chose; a checkpoint path is written with each stray byte as `\xNN` (Python's
+//   "backslashreplace": `caf\xe9`), as a name the file system chose. The other strings are
+//   runhooks' constants.
 // - When records reach the file: each is encoded into a buffer in memory by the thread that
 //   adds it. A background thread (one per writer) writes the buffer, with one write system
 //   call, every `flush_secs` seconds (EventFileWriterOptions; 2 s by default), and as soon as
@@ -383,8 +419,10 @@ class EventFileWriter {
 
   ~EventFileWriter() { close_without_throwing(); }
 
-  // Appends one scalar at `step`, stamped with the current wall time.
+  // Appends one scalar at `step`, stamped with the current wall time. A tag that is not UTF-8
+  // is std::invalid_argument naming it (escaped), and nothing is written.
   void add_scalar(std::string_view tag, float value, std::int64_t step) {
+    detail::check_summary_tag("EventFileWriter::add_scalar", tag);
     State& s = state();
     bool write_now = false;
     {
@@ -399,7 +437,8 @@ class EventFileWriter {
 
   // Appends Event{wall_time, step, <what>}, where `what` is one encoded field of the event's
   // `what` oneof, tag and length included: a Summary holding histograms, a SessionLog
-  // (<runhooks/summary/histogram.hpp> encodes both). Same rules as add_scalar.
+  // (<runhooks/summary/histogram.hpp> encodes both). Same rules as add_scalar. The bytes are
+  // written as given: the encoders that make them keep their strings UTF-8.
   void add_event(std::string_view what, std::int64_t step) {
     State& s = state();
     bool write_now = false;
@@ -434,7 +473,8 @@ class EventFileWriter {
   }
 
   // SessionLog CHECKPOINT at `step`, naming the checkpoint as TensorFlow's CheckpointSaverHook
-  // does (its save path: `<checkpoint_dir>/<basename>`, without the step).
+  // does (its save path: `<checkpoint_dir>/<basename>`, without the step). A path that is not
+  // UTF-8 is written with its stray bytes as `\xNN` (detail::encode_session_log_what).
   void add_checkpoint(std::int64_t step, std::string_view checkpoint_path) {
     add_event(detail::encode_session_log_what(detail::SessionStatus::checkpoint, checkpoint_path),
               step);

@@ -170,10 +170,12 @@ class Histogram {
 
 // A Summary proto built value by value, as tf.compat.v1.summary.merge_all() merges its values
 // into one: add_scalar (Value.simple_value, a float) and add_histogram (Value.histo). what()
-// is the Event field that carries it, for EventFileWriter::add_event.
+// is the Event field that carries it, for EventFileWriter::add_event. A tag that is not UTF-8
+// is std::invalid_argument naming it, and nothing is added (EventFileWriter's rule).
 class SummaryEncoder {
  public:
   void add_scalar(std::string_view tag, float value) {
+    detail::check_summary_tag("SummaryEncoder::add_scalar", tag);
     std::string v;
     if (!tag.empty()) detail::put_length_delimited(v, detail::value_tag_field, tag);
     detail::put_key(v, detail::value_simple_value_field, detail::WireType::fixed32);
@@ -182,6 +184,7 @@ class SummaryEncoder {
   }
 
   void add_histogram(std::string_view tag, const Histogram& histogram) {
+    detail::check_summary_tag("SummaryEncoder::add_histogram", tag);
     std::string v;
     if (!tag.empty()) detail::put_length_delimited(v, detail::value_tag_field, tag);
     detail::put_length_delimited(v, detail::value_histo_field, histogram.encode());
