@@ -5,6 +5,7 @@
 // (DeleteDropped::in_background): after the commit, before the next operation.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -219,6 +220,50 @@ TEST_CASE("checkpoint manager: open() removes what a killed save left") {
   manager.open(1000.0);
   CHECK(ckpt::files_in(dir.path) == Names{"checkpoint", "model.ckpt-1.arrays", "model.ckpt-2.arrays",
                                           "model.ckpt-7.arrays", "notes.txt"});
+}
+
+TEST_CASE("checkpoint manager: open() keeps the user's files named like runhooks' temporaries") {
+  // runhooks' temporaries end in exactly 16 lowercase hex digits (detail::unique_token), a staging
+  // file's followed by what the backend wrote; before issue 29 the sweep deleted any
+  // checkpoint.tmp-*, any .runhooks-probe-* and any .<basename>-<N>.tmp- followed by 16 characters.
+  TempDir outside;
+  TempDir dir;
+  const Names users = {
+      "checkpoint.tmp-notes.txt",
+      "checkpoint.tmp-0123456789abcdef.bak",
+      "checkpoint.tmp-0123456789ABCDEF",
+      ".runhooks-probe-mine",
+      ".runhooks-probe-0123456789abcdef~",
+      ".model.ckpt-3.tmp-notes-for-later.txt",
+      ".model.ckpt-3.tmp-0123456789ABCDEF.arrays",
+      ".model.ckpt-3.tmp-0123456789abcde.arrays",
+      ".model.ckpt-03.tmp-0123456789abcdef.arrays",
+      ".model.ckpt-.tmp-0123456789abcdef.arrays",
+  };
+  for (const std::string& name : users) put_text(dir / name, "mine");
+  // A directory at a temporary's exact name is not a file runhooks made either.
+  std::filesystem::create_directory(dir / "checkpoint.tmp-00112233445566ff");
+  put_text(dir / "checkpoint.tmp-00112233445566ff" / "inside", "mine");
+  // Links planted at exact temporary names: removing one never touches its target.
+  put_text(outside / "target", "the user's data");
+  std::filesystem::create_symlink(outside / "target", dir / ".runhooks-probe-0123456789abcdef");
+  std::filesystem::create_symlink(outside / "target", dir / ".model.ckpt-5.tmp-0123456789abcdef.arrays");
+  // runhooks' own leftovers, all of them removed: a staging file's suffix is the backend's, any.
+  put_text(dir / "checkpoint.tmp-fedcba9876543210", "half");
+  put_text(dir / ".model.ckpt-4.tmp-fedcba9876543210", "partial");
+  put_text(dir / ".model.ckpt-4.tmp-fedcba98765432100", "partial");
+  put_text(dir / ".model.ckpt--4.tmp-fedcba9876543210.arrays", "partial");
+  put_text(dir / ".model.ckpt-0.tmp-fedcba9876543210.arrays", "partial");
+
+  CheckpointManager manager({.checkpoint_dir = dir.path});
+  manager.open(1000.0);
+  Names expected = users;
+  expected.push_back("checkpoint.tmp-00112233445566ff");
+  std::sort(expected.begin(), expected.end());
+  CHECK(ckpt::files_in(dir.path) == expected);
+  for (const std::string& name : users) CHECK(ckpt::read_text(dir / name) == "mine");
+  CHECK(ckpt::read_text(dir / "checkpoint.tmp-00112233445566ff" / "inside") == "mine");
+  CHECK(ckpt::read_text(outside / "target") == "the user's data");
 }
 
 TEST_CASE("checkpoint manager: a staging copy the state names (killed while replacing) is kept") {

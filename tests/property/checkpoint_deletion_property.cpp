@@ -1,15 +1,20 @@
 // Property test of deletion safety (issue 17): random checkpoint directories (runhooks'
 // checkpoints, TensorFlow-written ones, foreign files sharing a prefix, symbolic links leading out,
-// a subdirectory) and random state files (relative, absolute and dotted spellings, un-stepped
-// prefixes, "..", "", the directory itself, duplicates, pending deletions, recorded suffixes,
-// hostile ones included), then a random run of opens, saves, closes and restarts, each save
+// a subdirectory; issue 29: the user's files named like runhooks' temporaries, links planted at
+// its temporaries' exact names, and a lock file planted as a link out, a dangling link, a hard
+// link to a file outside or a directory) and random state files (relative, absolute and dotted
+// spellings, un-stepped prefixes, "..", "", the directory itself, duplicates, pending deletions,
+// recorded suffixes, hostile ones included), then a random run of opens, saves, closes and restarts, each save
 // possibly killed at any file operation (durable_files.hpp's gate). After every step:
 //   1. nothing outside the checkpoint directory changed;
 //   2. no file of the directory was deleted or changed unless it is one checkpoint's own file by
 //      the rule, computed here from how the case was generated (not by the code under test): a
 //      name the first state file named, spelt as a plain name of this directory, followed by a
 //      suffix recorded for it or, without a record, a TensorFlow or runhooks suffix; or a file a
-//      save wrote; or a staging file of a killed save;
+//      save wrote; or a file or link at a name runhooks' temporaries have exactly (a staging file
+//      .model.ckpt-<step>.tmp-<16 lowercase hex digits>..., checkpoint.tmp-<16>,
+//      .runhooks-probe-<16>); the lock file is never changed, and a lock file that is a link or
+//      a directory makes open() fail naming it;
 //   3. the newest committed checkpoint (and so the one a restart restores from) is complete and
 //      holds its step;
 //   4. every checkpoint the state file names that a save wrote is complete.
@@ -29,6 +34,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <stdlib.h>
@@ -66,6 +72,19 @@ const std::vector<std::string> decoys = {
     "notes.txt",         "ckpt-1.index.bak",     "events.out.tfevents.1",   "checkpoint.bak",
     "model.ckpt-3x",     "model.ckpt-2.json",    "model.ckpt-2",            "model.ckpt-4.arrays"};
 const std::vector<std::string> outside_files = {"victim", "victim.index", "ckpt.index", "target.index"};
+// The user's files named like runhooks' temporaries, none of them a name runhooks can have made.
+const std::vector<std::string> user_temporaries = {
+    "checkpoint.tmp-notes.txt",          "checkpoint.tmp-0123456789abcdef.bak",
+    ".runhooks-probe-mine",              ".runhooks-probe-0123456789ABCDEF",
+    ".model.ckpt-3.tmp-notes-for-later.txt", ".model.ckpt-3.tmp-0123456789abcde.arrays",
+    ".model.ckpt-03.tmp-0123456789abcdef.arrays", ".model.ckpt-+3.tmp-0123456789abcdef.arrays"};
+// Links at names runhooks' temporaries have exactly, leading out (under the parent).
+const std::vector<std::pair<std::string, std::string>> temporary_links = {
+    {"checkpoint.tmp-aaaaaaaaaaaaaaaa", "victim"},
+    {".runhooks-probe-bbbbbbbbbbbbbbbb", "elsewhere"},
+    {".model.ckpt-9.tmp-cccccccccccccccc.arrays", "victim.index"}};
+// What stands at <dir>/.runhooks-lock before the first open.
+enum class PlantedLock { none, link_out, dangling_link, hard_link_out, directory };
 const std::vector<std::int64_t> save_steps = {1, 2, 3, 4, 10, 11};
 
 struct Spelling {
@@ -94,6 +113,10 @@ struct Case {
   std::vector<int> runhooks_checkpoints;  // runhooks_steps indexes
   std::vector<int> decoy_files;          // decoys indexes
   bool links = false, subdirectory = false, staging_leftover = false;
+  std::vector<int> user_temporary_files;  // user_temporaries indexes
+  bool temporary_dir = false;             // a directory at checkpoint.tmp-<16>, a file inside
+  bool temporary_links = false;
+  PlantedLock lock = PlantedLock::none;
   std::optional<StateSpec> state;
   int max_to_keep = 2;
   std::vector<Op> ops;
@@ -107,7 +130,10 @@ void showValue(const Case& c, std::ostream& os) {
   os << "\ndecoys:";
   for (int i : c.decoy_files) os << " " << decoys[static_cast<std::size_t>(i)];
   os << "\nlinks " << c.links << ", subdirectory " << c.subdirectory << ", staging leftover "
-     << c.staging_leftover << "\n";
+     << c.staging_leftover << "\nuser files named like temporaries:";
+  for (int i : c.user_temporary_files) os << " " << user_temporaries[static_cast<std::size_t>(i)];
+  os << "\ntemporary directory " << c.temporary_dir << ", temporary links " << c.temporary_links
+     << ", planted lock " << static_cast<int>(c.lock) << "\n";
   const auto spelt = [&](const Spelling& s) {
     return s.foreign ? "foreign '" + foreign_entries[static_cast<std::size_t>(s.name)] + "'"
                      : "'" + own_names[static_cast<std::size_t>(s.name)] + "' form " + std::to_string(s.form);
@@ -162,6 +188,14 @@ rc::Gen<Case> cases() {
     c.links = *rc::gen::arbitrary<bool>();
     c.subdirectory = *rc::gen::arbitrary<bool>();
     c.staging_leftover = *rc::gen::arbitrary<bool>();
+    c.user_temporary_files = *rc::gen::container<std::vector<int>>(index_of(user_temporaries.size()));
+    c.temporary_dir = *rc::gen::arbitrary<bool>();
+    c.temporary_links = *rc::gen::arbitrary<bool>();
+    c.lock = *rc::gen::weightedElement<PlantedLock>({{12, PlantedLock::none},
+                                                     {1, PlantedLock::link_out},
+                                                     {1, PlantedLock::dangling_link},
+                                                     {1, PlantedLock::hard_link_out},
+                                                     {1, PlantedLock::directory}});
     if (*rc::gen::weightedElement<bool>({{4, true}, {1, false}})) {
       StateSpec s;
       s.entries = *rc::gen::resize(8, rc::gen::container<std::vector<Spelling>>(any_spelling()));
@@ -277,14 +311,33 @@ struct Gate {
   ~Gate() { runhooks::detail::file_operation_gate() = nullptr; }
 };
 
+// unique_token()'s 16 lowercase hex digits at `at`.
+bool token_at(const std::string& file, std::size_t at) {
+  if (file.size() < at + 16) return false;
+  for (std::size_t i = at; i < at + 16; ++i)
+    if (!((file[i] >= '0' && file[i] <= '9') || (file[i] >= 'a' && file[i] <= 'f'))) return false;
+  return true;
+}
+
 bool is_staging_file(const std::string& file) {
-  // .model.ckpt-<digits>.tmp-<16 hex digits><suffix>
+  // .model.ckpt-<step as std::to_string writes it>.tmp-<token><anything the backend wrote>
   const std::string start = ".model.ckpt-";
   if (file.rfind(start, 0) != 0) return false;
   std::size_t at = start.size();
+  const bool negative = at < file.size() && file[at] == '-';
+  if (negative) ++at;
   const std::size_t digits = at;
   while (at < file.size() && file[at] >= '0' && file[at] <= '9') ++at;
-  return at > digits && file.compare(at, 5, ".tmp-") == 0 && file.size() >= at + 5 + 16;
+  if (at == digits || (file[digits] == '0' && (at > digits + 1 || negative))) return false;
+  return file.compare(at, 5, ".tmp-") == 0 && token_at(file, at + 5);
+}
+
+// checkpoint.tmp-<token> or .runhooks-probe-<token>, exactly.
+bool is_temporary_file(const std::string& file) {
+  for (const std::string start : {"checkpoint.tmp-", ".runhooks-probe-"})
+    if (file.size() == start.size() + 16 && file.rfind(start, 0) == 0 && token_at(file, start.size()))
+      return true;
+  return false;
 }
 
 bool known_suffix(const std::string& s) {
@@ -318,6 +371,21 @@ void run_case(const Case& c) {
     write_step(dir / "sub" / "model.ckpt-2", 2);
   }
   if (c.staging_leftover) put_text(dir / ".model.ckpt-7.tmp-fedcba9876543210.arrays", "killed");
+  for (int i : c.user_temporary_files) put_text(dir / user_temporaries[static_cast<std::size_t>(i)], "user's");
+  if (c.temporary_dir) {
+    fs::create_directories(dir / "checkpoint.tmp-00112233445566ff");
+    put_text(dir / "checkpoint.tmp-00112233445566ff" / "inside", "user's");
+  }
+  if (c.temporary_links)
+    for (const auto& [name, target] : temporary_links) fs::create_symlink(parent / target, dir / name);
+  const fs::path lock_file = dir / ".runhooks-lock";
+  switch (c.lock) {
+    case PlantedLock::none: break;
+    case PlantedLock::link_out: fs::create_symlink(parent / "victim", lock_file); break;
+    case PlantedLock::dangling_link: fs::create_symlink(parent / "created-through-the-lock", lock_file); break;
+    case PlantedLock::hard_link_out: fs::create_hard_link(parent / "victim", lock_file); break;
+    case PlantedLock::directory: fs::create_directory(lock_file); break;
+  }
 
   // What the first state file says, and so which initial files are some checkpoint's own.
   std::set<std::string> named_own;                     // plain names, normalised by construction
@@ -361,8 +429,8 @@ void run_case(const Case& c) {
   std::set<std::int64_t> saved_steps;
   const auto may_delete = [&](const std::string& file) {
     if (file == "checkpoint" || file == ".runhooks-lock") return false;
-    if (file.find('/') != std::string::npos) return false;  // in the subdirectory
-    if (is_staging_file(file)) return true;
+    if (file.find('/') != std::string::npos) return false;  // in a subdirectory
+    if (is_staging_file(file) || is_temporary_file(file)) return true;
     for (const std::int64_t step : saved_steps)
       if (file == "model.ckpt-" + std::to_string(step) + ".arrays") return true;
     for (const std::string& name : named_own) {
@@ -381,7 +449,8 @@ void run_case(const Case& c) {
     RC_ASSERT_FALSE(snapshot_outside() != outside_before);
     const auto inside = snapshot(dir);
     for (const auto& [file, content] : inside_before) {
-      if (file == "checkpoint" || may_delete(file)) continue;  // the state file is checked below
+      // The state file is checked below; a directory is never removed.
+      if (file == "checkpoint" || (content != "dir" && may_delete(file))) continue;
       const auto now = inside.find(file);
       if (now == inside.end() || now->second != content)
         RC_FAIL("after " + when + ": '" + file + "' was " + (now == inside.end() ? "deleted" : "changed") +
@@ -404,6 +473,21 @@ void run_case(const Case& c) {
   };
 
   Gate gate_installed;
+  if (c.lock == PlantedLock::link_out || c.lock == PlantedLock::dangling_link ||
+      c.lock == PlantedLock::directory) {
+    // Nothing is done in a directory whose lock file is not runhooks' to take: open() fails
+    // naming it, before the probe and the sweep.
+    runhooks::CheckpointManager manager({.checkpoint_dir = dir});
+    try {
+      manager.open(1.0e9);
+      RC_FAIL("open() succeeded with a lock file planted as a link or a directory");
+    } catch (const runhooks::CheckpointError& e) {
+      RC_ASSERT(std::string(e.what()).find("the lock file '" + lock_file.string() + "'") != std::string::npos);
+    }
+    check("the refused open()");
+    RC_ASSERT(snapshot(dir) == inside_before);
+    return;
+  }
   std::optional<runhooks::CheckpointManager> manager;
   const auto options = [&](int max_to_keep, bool every_n_hours) {
     runhooks::CheckpointManagerOptions o{.checkpoint_dir = dir, .max_to_keep = max_to_keep};

@@ -123,8 +123,9 @@ struct CheckpointEntry {
 // or hostile one can name anything): a relative and an absolute spelling of one checkpoint are one
 // checkpoint, and only what checkpoint/detail/checkpoint_files.hpp proves to be a checkpoint's
 // file inside the directory is ever deleted; whatever else the state names is left in place with
-// one warning. A manager is the directory's only writer while it is open (an flock on
-// <dir>/.runhooks-lock, see detail/directory_lock.hpp); close() or the destructor releases it.
+// one warning. A manager is the directory's only writer while it is open (a POSIX lock on
+// <dir>/.runhooks-lock, see detail/directory_lock.hpp); close() or the destructor releases it. The
+// lock is this process's: a fork()ed child's copy of an open manager is not the writer.
 class CheckpointManager {
  public:
   explicit CheckpointManager(CheckpointManagerOptions options) : options_(std::move(options)) {
@@ -255,7 +256,9 @@ class CheckpointManager {
   std::filesystem::path save(std::int64_t step, double timestamp, Write&& write,
                              DeleteDropped deletion = DeleteDropped::now) {
     wait_for_deletions();
-    if (!opened_) open(timestamp);
+    // A fork()ed child's copy of an open manager does not hold the lock: it opens as a second
+    // writer would (detail/directory_lock.hpp).
+    if (!opened_ || !lock_.held()) open(timestamp);
     const std::filesystem::path& dir = options_.checkpoint_dir;
     const std::string name = name_for(step);
     const std::string stage = "." + name + ".tmp-" + detail::unique_token();
@@ -603,33 +606,24 @@ class CheckpointManager {
 
   // Removes what killed saves left: checkpoints the state records as pending deletion and no
   // longer names; staging files of saves the state does not name, with the final names linked to
-  // them (the same inode: provably that save's); temporary state files and write probes.
+  // them (the same inode: provably that save's); temporary state files and write probes. Only
+  // names runhooks can have made (detail/checkpoint_files.hpp), and only regular files or links.
   void sweep() {
     const std::filesystem::path& dir = options_.checkpoint_dir;
     remove_pending();
     std::set<std::string> named;
     for (const CheckpointEntry& e : entries_) named.insert(e.name);
     if (latest_) named.insert(*latest_);
-    const std::string stage_start = "." + options_.basename + "-";
     for (const std::string& file : detail::names_starting_with(dir, "")) {
-      if (file.rfind(std::string(checkpoint_state_filename) + ".tmp-", 0) == 0 ||
-          file.rfind(".runhooks-probe-", 0) == 0) {
-        detail::remove_file_quietly(dir / file);
+      if (detail::is_temporary_file_name(file)) {
+        if (detail::is_file_or_link(dir / file)) detail::remove_file_quietly(dir / file);
         continue;
       }
-      if (file.rfind(stage_start, 0) != 0) continue;
-      // .<basename>-<step>.tmp-<16 hex digits><suffix>
-      std::size_t at = stage_start.size();
-      if (at < file.size() && file[at] == '-') ++at;
-      const std::size_t digits = at;
-      while (at < file.size() && file[at] >= '0' && file[at] <= '9') ++at;
-      constexpr std::string_view tmp = ".tmp-";
-      if (at == digits || file.compare(at, tmp.size(), tmp) != 0 ||
-          file.size() < at + tmp.size() + 16)
-        continue;
-      const std::string stage = file.substr(0, at + tmp.size() + 16);
+      const std::size_t staged = detail::staging_prefix_length(file, options_.basename);
+      if (staged == 0 || !detail::is_file_or_link(dir / file)) continue;
+      const std::string stage = file.substr(0, staged);
       if (named.count(stage)) continue;
-      const std::string name = file.substr(1, at - 1);
+      const std::string name = stage.substr(1, stage.size() - 1 - std::string_view(".tmp-").size() - 16);
       if (!named.count(name)) {
         const std::filesystem::path linked = dir / (name + file.substr(stage.size()));
         struct stat a {}, b {};

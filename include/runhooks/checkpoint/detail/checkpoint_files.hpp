@@ -94,6 +94,52 @@ inline bool is_reserved_file(std::string_view file) noexcept {
           file.substr(state.size(), 5) == ".tmp-");
 }
 
+// Whether `text` starts with a token of detail::unique_token(): 16 lowercase hex digits.
+inline bool starts_with_unique_token(std::string_view text) noexcept {
+  constexpr std::size_t digits = 16;
+  return text.size() >= digits &&
+         std::all_of(text.begin(), text.begin() + digits,
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+// The names of runhooks' own temporary files, exactly (issue 29: never a user's file named like
+// one, checkpoint.tmp-notes.txt): checkpoint.tmp-<token>, a state file being written
+// (write_checkpoint_state), and .runhooks-probe-<token>, open()'s write probe.
+inline bool is_temporary_file_name(std::string_view file) noexcept {
+  for (const std::string_view start : {std::string_view("checkpoint.tmp-"), std::string_view(".runhooks-probe-")})
+    if (file.size() == start.size() + 16 && file.substr(0, start.size()) == start &&
+        starts_with_unique_token(file.substr(start.size())))
+      return true;
+  return false;
+}
+
+// For a staging file of a save, .<basename>-<step>.tmp-<token><what the backend wrote>, the
+// length of its staging prefix .<basename>-<step>.tmp-<token>; 0 for any other name. <step> as
+// std::to_string writes it (no '+', no leading zero), <token> as unique_token(): only names a
+// save of runhooks can have made.
+inline std::size_t staging_prefix_length(std::string_view file, std::string_view basename) noexcept {
+  constexpr std::string_view tmp = ".tmp-";
+  if (file.size() < 2 + basename.size() || file[0] != '.' ||
+      file.substr(1, basename.size()) != basename || file[1 + basename.size()] != '-')
+    return 0;
+  std::size_t at = 2 + basename.size();
+  const bool negative = at < file.size() && file[at] == '-';
+  if (negative) ++at;
+  const std::size_t digits = at;
+  while (at < file.size() && file[at] >= '0' && file[at] <= '9') ++at;
+  if (at == digits || (file[digits] == '0' && (at - digits > 1 || negative))) return 0;
+  if (file.substr(at, tmp.size()) != tmp || !starts_with_unique_token(file.substr(at + tmp.size())))
+    return 0;
+  return at + tmp.size() + 16;
+}
+
+// Whether `path` is a regular file or a symbolic link (not followed): what runhooks' clean-up may
+// remove, since removing a link never touches its target; never a directory, a FIFO or a device.
+inline bool is_file_or_link(const std::filesystem::path& path) noexcept {
+  struct stat info {};
+  return ::lstat(path.c_str(), &info) == 0 && (S_ISREG(info.st_mode) || S_ISLNK(info.st_mode));
+}
+
 // The files of own checkpoint `name` present in `directory` (file names, sorted): <name><suffix>
 // for each suffix `recorded` at save time, or without a record for each known suffix; regular
 // files and symbolic links only, never a reserved file.
