@@ -8,6 +8,10 @@
 #include <runhooks/manual_clock.hpp>
 #include <runhooks/hooks/global_step_waiter_hook.hpp>
 #include <runhooks/hooks/early_stopping_hook.hpp>
+#include <runhooks/hooks/learning_rate.hpp>
+#include <runhooks/hooks/learning_rate_monitor_hook.hpp>
+#include <runhooks/hooks/learning_rate_schedule_hook.hpp>
+#include <runhooks/hooks/reduce_lr_on_plateau_hook.hpp>
 #include <runhooks/hooks/feed_fn_hook.hpp>
 #include <runhooks/hooks/final_ops_hook.hpp>
 #include <runhooks/hooks/lambda_hook.hpp>

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include <runhooks/hooks/early_stopping_hook.hpp>
+#include <runhooks/hooks/reduce_lr_on_plateau_hook.hpp>
 #include <runhooks/log.hpp>
 #include <runhooks/monitored_session.hpp>
 
@@ -40,6 +41,13 @@ struct SequenceBackend {
   void run() { ++step; }
   std::int64_t global_step() const { return step; }
   double fetch(Metric) const { return values[static_cast<std::size_t>(step - 1)]; }
+};
+
+// The same, with a learning rate stored as Keras' optimizer stores it: a float32 variable.
+struct RateBackend : SequenceBackend {
+  float rate;
+  double learning_rate() const { return static_cast<double>(rate); }
+  void set_learning_rate(double r) { rate = static_cast<float>(r); }
 };
 
 std::vector<std::string>* g_lines = nullptr;
@@ -132,5 +140,41 @@ TEST_CASE("Keras 3.15.1 EarlyStopping: NaN and inf mid-sequence, ties; the first
       CHECK_FALSE(std::isfinite(*k.best));
       CHECK((!hook.best() || std::isfinite(*hook.best())));
     }
+  }
+}
+
+TEST_CASE("Keras 3.15.1 ReduceLROnPlateau: the rate, wait and cooldown after every check") {
+  for (const auto& k : fx::keras_reduce_lr) {
+    INFO(k.name);
+    LogGuard log;
+    runhooks::ReduceLROnPlateauHook<Metric> hook(
+        {.mode = k.max_mode ? runhooks::MetricMode::max : runhooks::MetricMode::min,
+         .factor = k.factor,
+         .patience = k.patience,
+         .min_delta = k.min_delta,
+         .cooldown = k.cooldown,
+         .min_lr = k.min_lr});
+    runhooks::SingularMonitoredSession session{
+        RateBackend{{k.values}, static_cast<float>(k.initial_lr)}, std::ref(hook)};
+    std::int64_t reductions = 0;
+    for (std::size_t i = 0; i < k.values.size(); ++i) {
+      INFO("epoch " << i);
+      session.run();
+      CHECK(session.raw_session().learning_rate() == k.lrs[i]);
+      CHECK(hook.wait() == k.waits[i]);
+      CHECK(hook.cooldown_counter() == k.cooldowns[i]);
+      if (i > 0 && k.lrs[i] != k.lrs[i - 1]) ++reductions;
+    }
+    CHECK(hook.reductions() == reductions);
+    CHECK(log.lines.size() == static_cast<std::size_t>(reductions));
+    CHECK(hook.best() == k.best);
+  }
+}
+
+TEST_CASE("Keras 3.15.1 ReduceLROnPlateau: a factor of 1 or more is rejected") {
+  for (const auto& k : fx::keras_reduce_lr_errors) {
+    const std::string keras = "Keras: " + std::string(k.message.substr(0, 50));
+    CHECK_THROWS_WITH_AS(runhooks::ReduceLROnPlateauHook<Metric>({.factor = k.factor}),
+                         doctest::Contains(keras.c_str()), std::invalid_argument);
   }
 }
