@@ -21,6 +21,8 @@
 
 #include <runhooks/hooks/early_stopping_hook.hpp>
 #include <runhooks/hooks/reduce_lr_on_plateau_hook.hpp>
+#include <runhooks/hooks/time_limit_hook.hpp>
+#include <runhooks/manual_clock.hpp>
 #include <runhooks/log.hpp>
 #include <runhooks/monitored_session.hpp>
 
@@ -176,5 +178,60 @@ TEST_CASE("Keras 3.15.1 ReduceLROnPlateau: a factor of 1 or more is rejected") {
     const std::string keras = "Keras: " + std::string(k.message.substr(0, 50));
     CHECK_THROWS_WITH_AS(runhooks::ReduceLROnPlateauHook<Metric>({.factor = k.factor}),
                          doctest::Contains(keras.c_str()), std::invalid_argument);
+  }
+}
+
+TEST_CASE("Lightning 2.6.6 Timer: DD:HH:MM:SS durations and their errors") {
+  for (const auto& k : fx::lightning_timer_durations) {
+    INFO(k.text);
+    if (k.secs) {
+      CHECK(runhooks::parse_duration(k.text) == *k.secs);
+    } else {
+      CHECK_THROWS_WITH_AS(runhooks::parse_duration(k.text), std::string(k.error).c_str(),
+                           std::invalid_argument);
+    }
+  }
+}
+
+namespace {
+// Moves the clock to clock[i + 1] during run i, as the mocked time.monotonic read after batch i.
+struct ClockBackend {
+  std::span<const double> clock;
+  runhooks::ManualClock manual;
+  std::int64_t step = 0;
+  void run() {
+    ++step;
+    manual.set(clock[static_cast<std::size_t>(step)]);
+  }
+  std::int64_t global_step() const { return step; }
+};
+}  // namespace
+
+TEST_CASE("Lightning 2.6.6 Timer: the stop, at creation for a spent restored budget, after a step otherwise") {
+  for (const auto& k : fx::lightning_timer) {
+    INFO(k.name);
+    LogGuard log;
+    runhooks::ManualClock clock(k.clock[0]);
+    // A resolution far below the steps: the clock is read after every run, as Lightning does.
+    runhooks::TimeLimitHook<runhooks::ManualClock> hook({.max_secs = k.duration_secs,
+                                                         .resolution_secs = 1e-9},
+                                                        clock);
+    if (k.offset) hook.restore({*k.offset});
+    runhooks::SingularMonitoredSession session{ClockBackend{k.clock, clock}, std::ref(hook)};
+    std::optional<std::int64_t> stop;
+    if (session.should_stop()) stop = -1;
+    while (!stop && session.raw_session().step + 1 < static_cast<std::int64_t>(k.clock.size())) {
+      session.run();
+      if (session.should_stop()) stop = session.raw_session().step - 1;
+    }
+    CHECK(stop == k.stop_index);
+    CHECK(hook.stopped() == k.stop_index.has_value());
+    if (k.elapsed_at_stop) CHECK(hook.elapsed() == *k.elapsed_at_stop);
+    if (!k.message.empty()) {
+      REQUIRE(log.lines.size() == 1);
+      // Lightning's words up to its "Signaling Trainer to stop."
+      const std::string_view lightning = k.message.substr(0, k.message.find(" Signaling"));
+      CHECK(log.lines[0].find(lightning) != std::string::npos);
+    }
   }
 }
