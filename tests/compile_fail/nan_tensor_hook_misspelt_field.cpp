@@ -1,4 +1,4 @@
-// expect: write_the_options_type<runhooks::NanTensorOptions, &runhooks::NanTensorOptions::fail_on_nan_loss>
+// expect: write_the_options_type<runhooks::NanTensorOptions, &runhooks::NanTensorOptions::fail_on_nan_loss, &runhooks::NanTensorOptions::inf_too>
 // expect: Misspelt field? Write NanTensorOptions{...} to see which
 // first-error: deleted
 // max-lines: 10

@@ -21,6 +21,8 @@
 
 #include <runhooks/hooks/early_stopping_hook.hpp>
 #include <runhooks/hooks/reduce_lr_on_plateau_hook.hpp>
+#include <runhooks/hooks/nan_tensor_hook.hpp>
+#include <runhooks/hooks/spike_hook.hpp>
 #include <runhooks/hooks/time_limit_hook.hpp>
 #include <runhooks/manual_clock.hpp>
 #include <runhooks/log.hpp>
@@ -232,6 +234,58 @@ TEST_CASE("Lightning 2.6.6 Timer: the stop, at creation for a spent restored bud
       // Lightning's words up to its "Signaling Trainer to stop."
       const std::string_view lightning = k.message.substr(0, k.message.find(" Signaling"));
       CHECK(log.lines[0].find(lightning) != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("Keras 3.15.1 TerminateOnNaN: NanTensorHook({.inf_too = true}) stops at the same batch") {
+  for (const auto& k : fx::keras_terminate_on_nan) {
+    INFO(k.name);
+    LogGuard log;
+    runhooks::NanTensorHook<Metric> hook({.fail_on_nan_loss = false, .inf_too = true});
+    CHECK(run_sequence(hook, SequenceBackend{k.values}) == k.stopped_batch);
+    // TensorFlow's rule, the default, stops on NaN only.
+    runhooks::NanTensorHook<Metric> nan_only({.fail_on_nan_loss = false});
+    const auto nan_stop = run_sequence(nan_only, SequenceBackend{k.values});
+    if (k.stopped_batch && std::isnan(k.values[static_cast<std::size_t>(*k.stopped_batch)]))
+      CHECK(nan_stop == k.stopped_batch);
+    else
+      CHECK_FALSE(nan_stop.has_value());
+  }
+}
+
+TEST_CASE("Lightning 2.6.6 SpikeDetection: every batch's decision, the bad batches, the last value kept") {
+  for (const auto& k : fx::lightning_spike) {
+    INFO(k.name);
+    runhooks::SpikeDetector detector({.mode = k.max_mode ? runhooks::MetricMode::max : runhooks::MetricMode::min,
+                                      .window = k.window,
+                                      .warmup = k.warmup,
+                                      .atol = k.atol,
+                                      .rtol = k.rtol,
+                                      .finite_only = k.finite_only});
+    std::vector<std::int64_t> spikes;
+    for (std::size_t i = 0; i < k.values.size(); ++i)
+      if (detector.observe(k.values[i], static_cast<std::int64_t>(i)))
+        spikes.push_back(static_cast<std::int64_t>(i));
+    CHECK(spikes == std::vector<std::int64_t>(k.spikes.begin(), k.spikes.end()));
+    CHECK(detector.last() == k.last_val);
+    // The hook stops at the first spike, with Lightning's [batch - 1, batch] in global steps.
+    LogGuard log;
+    runhooks::SpikeHook<Metric> hook({.mode = k.max_mode ? runhooks::MetricMode::max : runhooks::MetricMode::min,
+                                      .window = k.window,
+                                      .warmup = k.warmup,
+                                      .atol = k.atol,
+                                      .rtol = k.rtol,
+                                      .finite_only = k.finite_only,
+                                      .on_spike = runhooks::SpikeAction::stop});
+    const auto stop = run_sequence(hook, SequenceBackend{k.values});
+    if (k.spikes.empty()) {
+      CHECK_FALSE(stop.has_value());
+      CHECK(hook.bad_steps().empty());
+    } else {
+      CHECK(stop == k.spikes[0]);
+      CHECK(hook.bad_steps() == std::vector<std::int64_t>{k.bad_batches[0] + 1, k.bad_batches[1] + 1});
+      CHECK(log.lines.size() == 1);
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <runhooks/detail/config.hpp>
 
 #include <cmath>
+#include <string>
 #include <type_traits>
 
 #include <runhooks/concepts.hpp>
@@ -24,12 +25,17 @@ class NanLossDuringTrainingError : public Error {
 struct NanTensorOptions {
   // Throw NanLossDuringTrainingError (true, TensorFlow's default) or log and request a stop.
   bool fail_on_nan_loss = true;
+  // Keras' TerminateOnNaN test: +inf and -inf count as NaN does. Off by default (TensorFlow's
+  // np.isnan).
+  bool inf_too = false;
 };
 
 // TensorFlow's NanTensorHook. Fetches LossKey on every step, as TensorFlow does, and when it is
 // NaN logs "Model diverged with loss = NaN." and then throws NanLossDuringTrainingError (which
 // ends the loop without end(), as any error does), or, with fail_on_nan_loss = false, requests
-// a stop (a clean end). Only NaN counts, as TensorFlow's np.isnan: an infinite loss does not.
+// a stop (a clean end). Only NaN counts, as TensorFlow's np.isnan: an infinite loss does not,
+// unless inf_too is set (Keras' TerminateOnNaN: np.isnan or np.isinf), and then the line says
+// "loss = inf" or "loss = -inf".
 // Per step: the fetch (shared with any other hook or caller fetching LossKey) and one compare.
 // Differs from TensorFlow: the failure is logged at warning level (runhooks::log has no error
 // level).
@@ -44,7 +50,7 @@ class NanTensorHook {
   // Chosen when no other constructor fits, most often for braced options with a misspelt field:
   // the error names NanTensorOptions and its fields (detail/no_constructor_fits.hpp).
   template <class Hint = detail::write_the_options_type<
-                NanTensorOptions, &NanTensorOptions::fail_on_nan_loss>>
+                NanTensorOptions, &NanTensorOptions::fail_on_nan_loss, &NanTensorOptions::inf_too>>
   explicit NanTensorHook(...) = delete;  // Misspelt field? Write NanTensorOptions{...} to see which
 
   template <class Backend>
@@ -65,8 +71,8 @@ class NanTensorHook {
     if constexpr (detail::fetches_all<Backend, LossKey>) {
       const auto& loss = run_values[LossKey{}];
       // Unordered with itself: one compare. A loss the session did not fetch cannot happen.
-      if (loss && std::isnan(*loss)) [[unlikely]]
-        if (diverged()) run_context.request_stop();
+      if (loss && (std::isnan(*loss) || (options_.inf_too && std::isinf(*loss)))) [[unlikely]]
+        if (diverged(std::isnan(*loss) ? "NaN" : *loss > 0 ? "inf" : "-inf")) run_context.request_stop();
     }
   }
 
@@ -75,8 +81,8 @@ class NanTensorHook {
  private:
   // Throws, or returns true: stop. Takes no run context, so that the context need not live in
   // memory on the other steps.
-  [[gnu::noinline]] bool diverged() const {
-    log(Severity::warning, "Model diverged with loss = NaN.");
+  [[gnu::noinline]] bool diverged(const char* what) const {
+    log(Severity::warning, std::string("Model diverged with loss = ") + what + ".");
     if (options_.fail_on_nan_loss) throw NanLossDuringTrainingError();
     return true;
   }
