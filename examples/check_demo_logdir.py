@@ -17,7 +17,8 @@ CASE:
   logdir   (test `demo_logdir`) With --logdir DIR, DIR holds one event file and TensorBoard's
            EventAccumulator on it (tools/read_summaries.py) returns one SessionLog START and the
            `Loss` scalar and the `weights` histogram at every step SummarySaverHook writes (its
-           first run, then every 500 global steps up to the last step the demo reports). Exits
+           first run, then every 500 global steps up to the last step the demo reports), and the
+           `global_step/sec` scalar StepCounterHook charts every 1000 steps from step 1001. Exits
            77 (Meson's SKIP) without the tensorboard package.
 """
 
@@ -167,11 +168,13 @@ def check_logdir(demo, source_root):
         proc = run([sys.executable, reader, logdir])
         if proc.returncode != 0:
             fail("TensorBoard's reader failed:\n" + proc.stderr)
-        loss, weights, starts = [], [], []
+        loss, weights, starts, rates = [], [], [], []
         for line in proc.stdout.splitlines():
             fields = line.split("\t")
             if fields[0] == "scalar" and fields[1] == "Loss":
                 loss.append(int(fields[2]))
+            elif fields[0] == "scalar" and fields[1] == "global_step/sec":
+                rates.append(int(fields[2]))
             elif fields[0] == "histogram" and fields[1] == "weights":
                 weights.append(int(fields[2]))
             elif fields[0] == "session_log" and fields[2] == "START":
@@ -181,7 +184,12 @@ def check_logdir(demo, source_root):
             fail(f"SessionLog START at {starts}, expected [1]")
         if loss != expected or weights != expected:
             fail(f"loss at {loss}, weights at {weights}, expected both at {expected}")
-        print(f"ok   TensorBoard reads the demo's directory: loss and weights at {expected}")
+        # The rate's first trigger (step 1) only starts the clock, as in TensorFlow.
+        expected_rates = list(range(1001, last + 1, 1000))
+        if not expected_rates or rates != expected_rates:
+            fail(f"global_step/sec at {rates}, expected {expected_rates}")
+        print(f"ok   TensorBoard reads the demo's directory: loss and weights at {expected}, "
+              f"global_step/sec at {expected_rates}")
     return 0
 
 

@@ -3,7 +3,7 @@
 // The backend (logistic_regression.hpp, also what examples/resume.cpp checkpoints) knows nothing
 // about stopping, logging or schedules; the hooks add them:
 //   StopAtStepHook            ends training after a fixed number of steps (built in)
-//   StepCounterHook           logs global steps per second (built in)
+//   StepCounterHook           logs global steps per second, and charts it for TensorBoard (built in)
 //   LearningRateScheduleHook  feeds a decaying learning rate before every step (ours)
 //   LoggingTensorHook         logs the full-data loss every 1000 steps (TensorFlow's)
 //   NanTensorHook             stops with an error if the loss is ever NaN (TensorFlow's)
@@ -163,7 +163,8 @@ int main(int argc, char** argv) {
   runhooks::MonitoredSession session{
       Model(std::move(data), /*batch_size=*/16, /*seed=*/7),
       runhooks::StopAtStepHook({.num_steps = num_steps}),
-      runhooks::StepCounterHook({.every_n_steps = 1000}),
+      // The log line and TensorBoard's global_step/sec chart, as TensorFlow's output_dir gives.
+      runhooks::StepCounterHook({.every_n_steps = 1000}, runhooks::SummaryOutput(logdir)),
       LearningRateScheduleHook{.initial = 0.1f, .decay_steps = 1000.0f},
       // The full-data loss is fetched only on the steps that use it: every 1000 steps for the
       // log, 500 for TensorBoard, 100 for early stopping; NanTensorHook checks every step.
@@ -213,7 +214,7 @@ int main(int argc, char** argv) {
     std::printf("(what the model learned is checked only with --steps %lld or more)\n",
                 static_cast<long long>(checked_from));
   }
-  std::printf("TensorBoard shows the loss and the weights (pip install tensorboard):\n");
+  std::printf("TensorBoard shows the loss, the weights and the step rate (pip install tensorboard):\n");
   std::printf("%s\n", example_runs::tensorboard_command(logdir).c_str());
   return ok ? 0 : 1;
 }

@@ -36,8 +36,11 @@ cmd_demo-mpi() {
     exe=$(build_train_digits_ddp "$DEMO_MPI_TORCH_DIR" -Dmpi=enabled)
     ddp_demo_args "$ROOT/$DEMO_MPI_TORCH_DIR"
     note "OMP_NUM_THREADS=1 mpirun ${mpirun_args[*]} $exe --engine mpi --data $DIGITS_CSV ${DEMO_ARGS[*]}" >&2
-    OMP_NUM_THREADS=1 exec mpirun "${mpirun_args[@]}" "$exe" --engine mpi --data "$DIGITS_CSV" \
-      "${DEMO_ARGS[@]}"
+    # Not exec'd: the TensorBoard line follows a run that ended well (demo-torch-ddp.sh).
+    OMP_NUM_THREADS=1 mpirun "${mpirun_args[@]}" "$exe" --engine mpi --data "$DIGITS_CSV" \
+      "${DEMO_ARGS[@]}" || status=$?
+    ((status != 0)) || ddp_tensorboard_lines
+    return "$status"
   fi
   ensure_packages "${DEMO_MPI_PACKAGES[@]}"
   command -v mpirun >/dev/null 2>&1 || die "mpirun not found (Debian package openmpi-bin)"

@@ -10,7 +10,8 @@ usage_demo-torch-ddp() {
   torch.distributed.run`). Installs torch==2.13.0 (CPU) like demo-torch, fetches the digits into
   build/data/, builds with -Dtorch=enabled and c10d's Gloo (libgloo-dev; g++,
   build/demo-torch-ddp; output in build/demo-torch-ddp.log). Checkpoints go to a new directory
-  build/demo-torch-ddp/runs/run-YYYYMMDD-HHMMSS unless the arguments after -- name one; those
+  build/demo-torch-ddp/runs/run-YYYYMMDD-HHMMSS unless the arguments after -- name one (a run
+  that ends well ends with `tensorboard --logdir DIR`, the command that shows it); those
   go to the example, which refuses any it does not know (exit 2; --help lists them), e.g.
   ./dev demo-torch-ddp -- --steps 3000 --model-dir /tmp/ddp (run it again to resume).
   The same model under mpirun: ./dev demo-mpi torch.
@@ -54,6 +55,20 @@ ddp_demo_args() {
   DEMO_ARGS=(--model-dir "$1/runs/run-$(date +%Y%m%d-%H%M%S)" "${DEMO_ARGS[@]}")
 }
 
+# After a run that ended well, the lines every other demo ends with: the command that shows the
+# chief's TensorBoard files (its --model-dir, the last one given, as the example reads them), a
+# path below the current directory written relative to it.
+ddp_tensorboard_lines() {
+  local dir='' i
+  for ((i = 0; i < ${#DEMO_ARGS[@]}; i++)); do
+    [[ ${DEMO_ARGS[i]} != --model-dir ]] || dir=${DEMO_ARGS[i + 1]-}
+  done
+  [[ -n $dir ]] || return 0
+  [[ $dir != "$PWD"/* ]] || dir=${dir#"$PWD"/}
+  echo "TensorBoard shows the loss, the accuracy and the step rate (pip install tensorboard):"
+  printf 'tensorboard --logdir %q\n' "$dir"
+}
+
 cmd_demo-torch-ddp() {
   parse_demo_args demo-torch-ddp "$@"
   ensure_packages "${DEMO_TORCH_DDP_PACKAGES[@]}"
@@ -66,5 +81,10 @@ cmd_demo-torch-ddp() {
   local command=("${torchrun[@]}" --standalone --nproc-per-node 4 --no-python "$exe"
     --engine c10d --data "$DIGITS_CSV" "${DEMO_ARGS[@]}")
   note "OMP_NUM_THREADS=1 ${command[*]}" >&2
-  OMP_NUM_THREADS=1 exec "${command[@]}"
+  # Not exec'd: the TensorBoard line follows the run (a Ctrl-C that the job turns into a clean
+  # stop, exit 0, included).
+  local status=0
+  OMP_NUM_THREADS=1 "${command[@]}" || status=$?
+  ((status != 0)) || ddp_tensorboard_lines
+  return "$status"
 }
