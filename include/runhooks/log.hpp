@@ -31,10 +31,15 @@ inline std::atomic<LogSink>& log_sink_slot() noexcept {
 // place (a ProgressBarHook on a terminal). While one is registered, log() erases it with
 // "\r\x1b[K" on its stream, calls the sink, and has the display draw it again below the log
 // line, as tqdm.write does. One slot for the process: the display that drew last holds it.
+// When a session's loop ends (live_line_loop_ends), the display may end its line at once, so
+// that what the program prints after the loop starts on a line of its own.
 struct LiveLine {
   std::FILE* stream = nullptr;
   void (*redraw)(const void* owner) = nullptr;  // writes the line again; called under the lock
   const void* owner = nullptr;                  // nullptr: no live line
+  // The loop of the session whose backend is `backend` ends: a display of that session ends
+  // its line (any other ignores it). Called without the lock; may be nullptr.
+  void (*loop_ends)(const void* owner, const void* backend) = nullptr;
 };
 
 // Serializes log lines with the live line's draws, so that neither lands inside the other.
@@ -76,6 +81,22 @@ class LiveLineLock {
     return line;
   }
 };
+// A session's loop ends: a hook or the caller asked it to stop (never on the per-step path). The
+// live line's display ends its line if it belongs to the session of `backend`. On the thread
+// that runs the loop, which is the one that draws the display; what it throws is dropped (the
+// display's end() draws its line as it did before).
+inline void live_line_loop_ends(const void* backend) noexcept {
+  LiveLine live;
+  {
+    LiveLineLock lock;
+    live = lock.line();
+  }
+  if (live.owner == nullptr || live.loop_ends == nullptr) return;
+  try {
+    live.loop_ends(live.owner, backend);
+  } catch (...) {
+  }
+}
 }  // namespace detail
 
 // Replaces the sink and returns the previous one; nullptr restores stderr. Thread-safe.

@@ -22,6 +22,7 @@
 #include <runhooks/detail/sleep.hpp>
 #include <runhooks/detail/type_list.hpp>
 #include <runhooks/error.hpp>
+#include <runhooks/log.hpp>
 #include <runhooks/session/backend_slot.hpp>
 #include <runhooks/session/recovery.hpp>
 #include <runhooks/session/run_loop.hpp>
@@ -182,6 +183,8 @@ class BasicMonitoredSession
     }
     state_.caller_stop = true;
     state_.set_stop();
+    // The loop ends: a progress bar of this session ends its line now (log.hpp, the live line).
+    if (slot_.alive()) detail::live_line_loop_ends(&slot_.get());
   }
 
   // The backend, bypassing hooks (TensorFlow's raw_session()). It stays valid after close(); after

@@ -1,8 +1,9 @@
 // ProgressBarHook and runhooks::log on a real pseudo-terminal: while the bar is drawn, every log
 // line (the default sink's, a program's own sink's, one from another thread) erases the bar's
 // line first and the bar is drawn again below it, as tqdm.write does; a plain bar on a terminal
-// gets no escape codes. A child process writes to the terminal's slave side; the test reads the
-// master side and checks both the bytes and the screen that a terminal would show.
+// gets no escape codes; and when the session's loop ends, the bar's line is ended before the
+// program prints its next line. A child process writes to the terminal's slave side; the test
+// reads the master side and checks both the bytes and the screen that a terminal would show.
 
 #include <runhooks/hooks/progress_bar_hook.hpp>
 #include <runhooks/hooks/stop_at_step_hook.hpp>
@@ -306,4 +307,63 @@ TEST_CASE("ProgressBarHook in plain mode on a terminal: log lines get no escape 
   const auto rows = screen(bytes);
   CHECK(rows[1].starts_with("progress: step 1/40 (2%)"));
   CHECK(rows.back() == "I runhooks: after the session");
+}
+
+namespace {
+
+// Issue 30: `while (!session.should_stop()) session.run();` and a printf right after it, the
+// session still open (its destructor calls end()). `stop` ends the loop: a StopAtStepHook placed
+// after the bar (whose after_run cannot see the stop), a later hook, or the caller.
+enum class StopBy { later_hook, caller, caller_with_inner_session };
+
+void loop_then_printf(StopBy stop) {
+  runhooks::MonitoredSession session{
+      Backend{},
+      ProgressBarHook<runhooks::Keys<Loss>, ManualClock>(
+          runhooks::keys<Loss>, {.redraws_per_sec = 10.0, .width = 10}, ManualClock(0.0)),
+      runhooks::StopAtStepHook({.last_step = 40})};
+  runhooks::link_hooks(session);
+  while (!session.should_stop()) {
+    session.run();
+    session.hook<0>().clock().advance(0.05);
+    const std::int64_t step = session.raw_session().step;
+    if (stop == StopBy::caller_with_inner_session && step == 10) {
+      // Another session's loop ends: not this bar's.
+      runhooks::MonitoredSession inner{Backend{}, runhooks::StopAtStepHook({.last_step = 3})};
+      while (!inner.should_stop()) inner.run();
+    }
+    if (stop != StopBy::later_hook && step == 25) session.request_stop();
+  }
+  std::printf("ended at step %lld\n", static_cast<long long>(session.raw_session().step));
+}
+
+void check_clean_end(const std::string& bytes, std::string_view bar_start, std::string_view ended) {
+  INFO("the child wrote: " << bytes);
+  const auto rows = screen(bytes);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].starts_with(bar_start));
+  CHECK(rows[1] == ended);
+  // Nothing after the program's line: the bar's final draw came before it, and end() drew
+  // nothing more.
+  CHECK(bytes.ends_with("\n" + std::string(ended) + "\n"));
+}
+
+}  // namespace
+
+TEST_CASE("ProgressBarHook on a terminal: the loop's end ends the bar's line, before the program "
+          "prints (issue 30)") {
+  SUBCASE("a later hook stops the loop") {
+    const std::string bytes = run_on_terminal([] { loop_then_printf(StopBy::later_hook); });
+    check_clean_end(bytes, "40/40 [==========] 100%  ", "ended at step 40");
+    CHECK(screen(bytes)[0].ends_with("  loss=0.3902"));  // the keys read as the loop ended
+  }
+  SUBCASE("the caller stops the loop") {
+    const std::string bytes = run_on_terminal([] { loop_then_printf(StopBy::caller); });
+    check_clean_end(bytes, "25/40 [======>...]  62%  ", "ended at step 25");
+  }
+  SUBCASE("another session's loop ending leaves the bar alone") {
+    const std::string bytes =
+        run_on_terminal([] { loop_then_printf(StopBy::caller_with_inner_session); });
+    check_clean_end(bytes, "25/40 [======>...]  62%  ", "ended at step 25");
+  }
 }

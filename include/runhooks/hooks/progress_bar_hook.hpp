@@ -139,9 +139,20 @@ inline bool is_terminal(std::FILE* stream) noexcept {
 // The bar's line on a terminal, redrawn in place. While it is open it is the live line of
 // log.hpp: a log line erases it and it is drawn again below, as tqdm.write does. Every write to
 // the terminal holds the live-line lock, so a log line from another thread never lands inside a
-// draw. A copy starts with no open line; a move carries the open line and its registration.
+// draw. When a session's loop ends, `Finisher` (the bar that drew last) may end the line. A copy
+// starts with no open line; a move carries the open line and its registration, not the
+// finisher (it names the display that moved), until the next draw.
+// Who ends a TerminalLine when its session's loop ends (outside the class: a nested type's
+// member initializers are not usable in the class's own default arguments).
+struct LineFinisher {
+  void* display = nullptr;
+  void (*finish)(void* display, const void* backend) = nullptr;
+};
+
 class TerminalLine {
  public:
+  using Finisher = LineFinisher;
+
   TerminalLine() = default;
   TerminalLine(const TerminalLine&) noexcept {}
   TerminalLine(TerminalLine&& other) noexcept { take(other); }
@@ -159,17 +170,19 @@ class TerminalLine {
   ~TerminalLine() { end(); }
 
   // Writes `text` over the line; `final` ends the line with '\n' and closes it.
-  void draw(std::FILE* stream, std::string text, bool final) {
+  void draw(std::FILE* stream, std::string text, bool final, Finisher finisher = {}) {
     LiveLineLock lock;
     std::fprintf(stream, "\r%s\x1b[K%s", text.c_str(), final ? "\n" : "");
     std::fflush(stream);
     if (final) {
       stream_ = nullptr;
+      finisher_ = {};
       lock.hide(this);
     } else {
       stream_ = stream;
       text_ = std::move(text);
-      lock.show({stream, &redraw, this});
+      finisher_ = finisher;
+      lock.show({stream, &redraw, this, &loop_ends});
     }
   }
   // Ends an open line with '\n' (a bar destroyed before its end()).
@@ -188,6 +201,7 @@ class TerminalLine {
     LiveLineLock lock;
     stream_ = std::exchange(other.stream_, nullptr);
     text_ = std::move(other.text_);
+    other.finisher_ = {};
     lock.move(&other, this);
   }
   // log()'s redraw after its line, under the lock.
@@ -197,8 +211,15 @@ class TerminalLine {
     std::fflush(line.stream_);
   }
 
+  // log.hpp's live_line_loop_ends, without the lock: the finisher draws (and takes it).
+  static void loop_ends(const void* self, const void* backend) {
+    const Finisher finisher = static_cast<const TerminalLine*>(self)->finisher_;
+    if (finisher.finish != nullptr) finisher.finish(finisher.display, backend);
+  }
+
   std::FILE* stream_ = nullptr;  // where the line is open; nullptr: closed
   std::string text_;             // what it shows
+  Finisher finisher_{};          // who ends it when its session's loop ends
 };
 }  // namespace detail
 
@@ -228,6 +249,12 @@ class ProgressBarHook;
 // session: runhooks::link_hooks(session) after constructing the session (or
 // make_training_session, which does it) finds one at compile time and the bar reads its
 // last_step() when it draws.
+//
+// When the session's loop ends (a hook or the caller asks it to stop), the bar draws its final
+// state at once, as end() would, and ends its line, so that what the program prints after
+// `while (!session.should_stop()) session.run();` starts on a line of its own; end() then draws
+// nothing more unless steps ran since. (A stop from another thread, through the coordinator,
+// leaves the final draw to end().)
 //
 // The keys are fetched only on the runs that redraw. Per silent step: one compare of the step
 // with the next one at which the clock is sampled (detail::PeriodicTrigger), so the per-step cost
@@ -285,11 +312,17 @@ class ProgressBarHook<Keys<Ks...>, C> {
     runs_ = 0;
     first_.reset();
     values_.clear();
+    ended_at_.reset();
   }
 
   template <class Backend>
-  void after_create_session(Backend&) {
+  void after_create_session(Backend& backend) {
     static_assert(detail::check_hook_keys<ProgressBarHook, Backend, Ks...>());
+    // For the end of the loop (see loop_ends): which session is ours, and its final draw.
+    backend_ = &backend;
+    final_draw_on_ = [](ProgressBarHook& bar, void* session) {
+      return bar.final_draw(*static_cast<Backend*>(session));
+    };
   }
 
   template <class Ctx>
@@ -317,14 +350,12 @@ class ProgressBarHook<Keys<Ks...>, C> {
     }
   }
 
-  // The final state: the keys read from the backend once more (no step), and the line ended.
+  // The final state: the keys read from the backend once more (no step), and the line ended;
+  // nothing when it was drawn as the loop ended and no step ran since.
   template <class Backend>
   void end(Backend& session) {
-    std::int64_t count = runs_;
-    if constexpr (HasGlobalStep<Backend>) count = static_cast<std::int64_t>(session.global_step());
-    if constexpr (sizeof...(Ks) > 0 && detail::fetches_all<Backend, Ks...>)
-      keep_values(values_type::from_backend(session));
-    redraw(count, true);
+    if (ended_at_ && *ended_at_ == count_of(session)) return;
+    final_draw(session);
   }
 
   const ProgressBarOptions& options() const noexcept { return options_; }
@@ -340,6 +371,31 @@ class ProgressBarHook<Keys<Ks...>, C> {
 
  private:
   using values_type = KeyValues<Ks...>;
+
+  template <class Backend>
+  std::int64_t count_of(Backend& session) const {
+    if constexpr (HasGlobalStep<Backend>)
+      return static_cast<std::int64_t>(session.global_step());
+    else
+      return runs_;
+  }
+
+  template <class Backend>
+  std::int64_t final_draw(Backend& session) {
+    const std::int64_t count = count_of(session);
+    if constexpr (sizeof...(Ks) > 0 && detail::fetches_all<Backend, Ks...>)
+      keep_values(values_type::from_backend(session));
+    redraw(count, true);
+    return count;
+  }
+
+  // The session whose backend is `backend` ends its loop (TerminalLine's finisher): the final
+  // draw now, if that session is ours.
+  static void loop_ends(void* display, const void* backend) {
+    ProgressBarHook& bar = *static_cast<ProgressBarHook*>(display);
+    if (backend == nullptr || backend != bar.backend_ || bar.final_draw_on_ == nullptr) return;
+    bar.ended_at_ = bar.final_draw_on_(bar, const_cast<void*>(backend));
+  }
 
   [[gnu::noinline]] void keep_values(const values_type& fetched) {
     values_.clear();
@@ -371,7 +427,8 @@ class ProgressBarHook<Keys<Ks...>, C> {
     if (stream_ == nullptr) return;
     if (terminal_) {
       // Back to the line's start, the new text, then erase what a longer line left behind.
-      line_.draw(stream_, std::move(line), final);
+      if (!final) ended_at_.reset();  // a line open again: the next end of the loop ends it
+      line_.draw(stream_, std::move(line), final, {this, &loop_ends});
     } else {
       std::fprintf(stream_, "%s\n", line.c_str());
       std::fflush(stream_);
@@ -438,6 +495,11 @@ class ProgressBarHook<Keys<Ks...>, C> {
   std::int64_t draws_ = 0;
   std::optional<First> first_{};
   std::string values_;
+  // The session's backend (after_create_session) and the final draw on it, for the end of its
+  // loop; the count drawn then, which end() does not draw again.
+  const void* backend_ = nullptr;
+  std::int64_t (*final_draw_on_)(ProgressBarHook&, void*) = nullptr;
+  std::optional<std::int64_t> ended_at_{};
   detail::TerminalLine line_;
 };
 

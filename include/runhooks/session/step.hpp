@@ -22,6 +22,7 @@
 #include <runhooks/detail/hot_path.hpp>
 #include <runhooks/detail/type_list.hpp>
 #include <runhooks/detail/type_name.hpp>
+#include <runhooks/log.hpp>
 #include <runhooks/session_run_args.hpp>
 #include <runhooks/session_run_context.hpp>
 
@@ -80,8 +81,13 @@ class SessionStep {
 
  private:
   // Out of line, so that the per-step test of `attention` stays one compare of memory: inlined,
-  // clang carries the flag's new value into the loop's head in a register.
-  [[gnu::noinline]] void stop_after_run() noexcept { self().state_.set_stop(); }
+  // clang carries the flag's new value into the loop's head in a register. The loop ends here,
+  // so a progress bar of this session ends its line now, before the program prints after the
+  // loop (log.hpp, the live line).
+  [[gnu::noinline]] void stop_after_run() noexcept {
+    self().state_.set_stop();
+    detail::live_line_loop_ends(&self().slot_.get());
+  }
 
   template <bool Profiled, class CallerArgs>
   RUNHOOKS_DETAIL_HOT auto run_hooked(const CallerArgs& args) {
