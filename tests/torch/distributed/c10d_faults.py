@@ -42,6 +42,14 @@ the same torch the program links); PROGRAM is tests/torch/distributed/c10d_worke
   no-store    the program alone with torchrun's variables but no store at MASTER_PORT (as the
               agent's client, as rank 0's client) or no second rank (as the server): a clear
               error within the timeout (2 s).
+  silent-store
+              the program alone, its store a port that accepts and never answers: a listener
+              that never reads, and a real TCPStore server frozen by SIGSTOP (as the agent's
+              client, as rank 0's client): an error naming the rank, the address and the timeout
+              (2 s) after about that long, where c10d's TCPStore waits for ever.
+  port-in-use the program alone as rank 0 serving the store (TORCHELASTIC_USE_AGENT_STORE=False)
+              with MASTER_PORT taken by another program: an error at once, naming the port's
+              cause first, not a timeout.
   options     the program alone: options that name themselves in their errors.
 Prints what it measured and exits non-zero on any failed claim.
 """
@@ -49,9 +57,11 @@ Prints what it measured and exits non-zero on any failed claim.
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -104,11 +114,11 @@ def torchrun(python, program, nproc, args, extra_env=None, restarts=0):
                 "--max-restarts", restarts, "--no-python", program] + args, env)
 
 
-def alone(program, args, variables):
+def alone(program, args, variables, timeout=BOUND_SECS):
     """The program without torchrun: its environment minus torchrun's variables, plus these."""
     env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_VARIABLES}
     env.update(variables)
-    return run([program] + args, env)
+    return run([program] + args, env, timeout)
 
 
 def job_variables(**overrides):
@@ -337,6 +347,73 @@ def case_no_store(python, program):
               f"{variables['TORCHELASTIC_USE_AGENT_STORE']}: the error after {secs:.1f} s")
 
 
+def case_silent_store(python, program):
+    # A listener that accepts every connection and never reads from it (a wrong port: another
+    # program's), and a real c10d store whose process is stopped (a frozen agent): the kernel
+    # completes the connection for either, and nothing answers.
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted = []
+    def accept():
+        while True:
+            try:
+                accepted.append(listener.accept()[0])
+            except OSError:
+                return
+    threading.Thread(target=accept, daemon=True).start()
+    frozen = subprocess.Popen(
+        [python, "-c", "import sys, time; from torch.distributed import TCPStore; "
+         "s = TCPStore('127.0.0.1', 0, is_master=True, wait_for_workers=False); "
+         "print(s.port, flush=True); time.sleep(120)"],
+        stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        frozen_port = int(frozen.stdout.readline())
+        os.kill(frozen.pid, signal.SIGSTOP)
+        cases = [("a listener that never reads", listener.getsockname()[1], "True",
+                  "torchrun's agent"),
+                 ("a listener that never reads", listener.getsockname()[1], "False", "rank 0"),
+                 ("a stopped TCPStore server", frozen_port, "True", "torchrun's agent")]
+        for what, port, agent, served_by in cases:
+            code, output, secs = alone(
+                program, ["connect", "--timeout-secs", 2],
+                job_variables(MASTER_PORT=str(port), TORCHELASTIC_USE_AGENT_STORE=agent),
+                timeout=30)
+            expected = (f"runhooks: rank 1 of 2: error: cannot reach the job's store at "
+                        f"MASTER_ADDR:MASTER_PORT = 127.0.0.1:{port} (served by {served_by}) "
+                        f"within C10dOptions::timeout_secs = 2 s: it accepted the connection but "
+                        f"did not answer")
+            check(code == 1, f"{what}: exit {code}, not 1", output)
+            check(expected in output, f"{what}: no '{expected}'", output)
+            check(2.0 <= secs < 2.0 + 8.0, f"{what}: {secs:.1f} s to give up with a 2 s timeout",
+                  output)
+            print(f"{what} at MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE={agent}): the error after "
+                  f"{secs:.1f} s")
+    finally:
+        frozen.kill()
+        frozen.wait()
+        listener.close()
+        for connection in accepted:
+            connection.close()
+
+
+def case_port_in_use(python, program):
+    with socket.create_server(("127.0.0.1", 0)) as taken:  # another program's, listening
+        port = taken.getsockname()[1]
+        code, output, secs = alone(program, ["connect", "--timeout-secs", 30],
+                                   job_variables(RANK="0", LOCAL_RANK="0", MASTER_PORT=str(port),
+                                                 TORCHELASTIC_USE_AGENT_STORE="False"))
+    expected = (f"runhooks: rank 0 of 2: error: cannot serve the job's store at "
+                f"MASTER_ADDR:MASTER_PORT = 127.0.0.1:{port} (this rank serves it: "
+                f"TORCHELASTIC_USE_AGENT_STORE=False): ")
+    check(code == 1, f"exit {code}, not 1", output)
+    check(expected in output, f"no '{expected}'", output)
+    check("address already in use" in output.split(expected, 1)[1].splitlines()[0],
+          "the line does not name the cause (address already in use)", output)
+    check("timeout" not in output.lower() and "within" not in output,
+          "the port in use was reported as a timeout", output)
+    check(secs < 10.0, f"{secs:.1f} s to report a port in use (the timeout is 30 s)", output)
+    print(f"MASTER_PORT in use: the error after {secs:.1f} s, naming the cause")
+
+
 def case_options(python, program):
     code, output, _ = run([program, "options"])
     check(code == 0 and "c10d_worker options: OK" in output, "an option's error is wrong", output)
@@ -349,8 +426,8 @@ CASES = {"vote": case_vote, "state": case_state, "state-rank0-store": case_state
          "hang": case_hang, "restart": case_restart, "global-step": case_global_step,
          "global-step-waiter": case_global_step_waiter,
          "global-step-store-gone": case_global_step_store_gone, "env": case_env,
-         "no-store": case_no_store,
-         "options": case_options}
+         "no-store": case_no_store, "silent-store": case_silent_store,
+         "port-in-use": case_port_in_use, "options": case_options}
 
 
 def main(argv):

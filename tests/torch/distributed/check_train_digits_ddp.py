@@ -24,6 +24,16 @@ the program links). Without the digits data (CSV empty or missing) every case bu
             torchrun SIGKILLed mid-run (2 ranks): the kernel sends each worker SIGTERM
             (PR_SET_PDEATHSIG, set by C10dEnvironment), and every rank stops after the same step,
             the chief writing the final checkpoint at it, within 30 s; no orphan trains on.
+  node-launcher-killed
+            two torchrun agents on 127.0.0.1 (--nnodes 1:2, c10d rendezvous, one worker each,
+            --max-restarts 3), as two machines: after a checkpoint the second agent alone is
+            SIGKILLed. Its worker leaves the job at once, naming the cause, with no stop vote (one
+            would stop every rank, and the surviving agent would report a success with most
+            steps never trained); the survivor's agent restarts its group at world size 1, which
+            resumes at the chief's last complete checkpoint and trains every step, exit 0.
+  node-killed
+            the same, but the second machine dies whole (its agent and its worker SIGKILLed):
+            the same end.
   throw     rank 1 throws after step 40 (--throw-at-step): the job ends within the collective
             timeout (10 s), naming rank 1 and the error, also in torchrun's failure report
             (through the worker's TORCHELASTIC_ERROR_FILE); no hang.
@@ -382,6 +392,100 @@ def case_launcher_killed(args):
               f"{time.monotonic() - killed:.1f} s after the kill")
 
 
+def two_agents(args, model_dir, steps):
+    """Two torchrun agents on 127.0.0.1 as two machines of one elastic job (one worker each):
+    (host, other), the first hosting the c10d rendezvous' store (which the workers share). The
+    rendezvous waits 2 s for a second machine once one is there, and takes a machine whose agent
+    stopped beating for 2 s as gone (torchrun's defaults: 30 s and 15 s)."""
+    port = free_port()
+    def agent(is_host):
+        return Job([args.python, "-m", "torch.distributed.run", "--nnodes", "1:2",
+                    "--nproc-per-node", 1, "--rdzv-backend", "c10d",
+                    "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "runhooks-two-machines",
+                    "--rdzv-conf", f"is_host={is_host},last_call_timeout=2,"
+                                   "keep_alive_interval=1,keep_alive_max_attempt=2",
+                    "--max-restarts", 3, "--no-python", args.program, "--engine", "c10d",
+                    "--timeout-secs", 10, "--data", args.data, "--model-dir", model_dir,
+                    "--steps", steps, "--save-steps", 100, "--log-every", 100],
+                   env_one_thread())
+    return agent(1), agent(0)
+
+
+def case_machine_lost(args, whole):
+    """node-killed (whole) and node-launcher-killed: see the module's doc."""
+    steps = 1500
+    with tempfile.TemporaryDirectory(prefix="runhooks-ddp-") as tmp:
+        host, other = two_agents(args, tmp, steps)
+        workers = []
+        try:
+            deadline = time.monotonic() + BOUND_SECS
+            while not re.search(r"saved checkpoint .*model\.ckpt-200$",
+                                host.output() + other.output(), re.M):
+                check(time.monotonic() < deadline and host.process.poll() is None and
+                      other.process.poll() is None, "no checkpoint at step 200 from two agents",
+                      host.output() + "\n---- the other agent ----\n" + other.output())
+                time.sleep(0.02)
+            check(re.search(r"over 2 ranks", host.output() + other.output()),
+                  "the job did not start on 2 machines", host.output() + other.output())
+            workers = children(host.process.pid) + children(other.process.pid)
+            victim = children(other.process.pid)
+            check(len(victim) == 1 and len(workers) == 2, f"expected one worker per agent, got "
+                  f"{workers}", host.output() + other.output())
+            if whole:
+                os.kill(victim[0], signal.SIGKILL)
+            os.kill(other.process.pid, signal.SIGKILL)
+            killed = time.monotonic()
+            print(f"SIGKILLed the second agent (pid {other.process.pid})" +
+                  (f" and its worker (pid {victim[0]})" if whole else
+                   f"; its worker (pid {victim[0]}) lives on"))
+            # Both workers of the 2-machine group end (the lost machine's, and the survivor's
+            # when its collective fails); then the state file names the chief's last complete
+            # checkpoint, before the survivor's agent, after a rendezvous of 2 s at least,
+            # starts a group again.
+            while any(alive(w) for w in workers) and time.monotonic() - killed < 30:
+                time.sleep(0.02)
+            left = [w for w in workers if alive(w)]
+            check(not left, f"workers {left} still ran 30 s after the kill",
+                  host.output() + "\n---- the other agent ----\n" + other.output())
+            at = last_checkpoint(tmp)
+            other.process.wait()
+            other.reader.join(10)
+            lost = other.output()
+            before = host.output()
+            early = per_rank(r"^rank (\d+) stopped at step (\d+)$", before + lost)
+            check(not early, f"the machine's loss stopped the job: {early} (a stop vote; the "
+                  f"surviving agent would take it for a success)",
+                  before + "\n---- the other agent ----\n" + lost)
+            if not whole:
+                expected = (r"runhooks: rank \d of 2: its launcher \(torchrun's agent, pid "
+                            rf"{other.process.pid}\) died, and other machines take part in the "
+                            r"job \(LOCAL_WORLD_SIZE=1, WORLD_SIZE=2\): leaving it as a lost "
+                            r"machine does, without a stop vote")
+                check(re.search(expected, lost), "the orphaned worker did not say why it left",
+                      lost)
+            print(f"both workers ended {time.monotonic() - killed:.1f} s after the kill, none "
+                  f"stopped; the chief's last checkpoint: step {at}")
+            code, output, secs = host.finish()
+            check(code == 0, f"the surviving agent exited {code}", output)
+            after = output[len(before):]
+            check(re.search(r"over 1 ranks", after), "the survivor did not go on at world size 1",
+                  output)
+            step, _ = resumed(after, 1)
+            check(step == at, f"the survivor resumed at step {step}, the chief's last checkpoint "
+                  f"is at {at}", output)
+            finished_run(after, 1, steps)
+            print(f"ok: the survivor's agent restarted its group at world size 1, which resumed at "
+                  f"step {at} and trained to step {steps}; exit 0 "
+                  f"{time.monotonic() - killed:.1f} s after the kill")
+        finally:
+            for pid in workers:
+                if alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+            for job in (host, other):
+                if job.process.poll() is None:
+                    job.kill()
+
+
 def case_throw(args):
     job = torchrun(["--data", args.data, "--steps", 100000, "--save-steps", 1000,
                     "--log-every", 1000, "--throw-at-step", 40, "--throw-rank", 1,
@@ -474,7 +578,8 @@ def case_args(args):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("case", choices=["args", "c10d", "mpi", "restart", "sigterm",
-                                         "launcher-killed", "throw", "no-store"])
+                                         "launcher-killed", "node-launcher-killed",
+                                         "node-killed", "throw", "no-store"])
     parser.add_argument("program")
     parser.add_argument("--data", default="")
     parser.add_argument("--python", default=sys.executable)
@@ -494,6 +599,8 @@ def main():
     {"c10d": lambda: case_engine("c10d", args), "mpi": lambda: case_engine("mpi", args),
      "restart": lambda: case_restart(args), "sigterm": lambda: case_sigterm(args),
      "launcher-killed": lambda: case_launcher_killed(args),
+     "node-launcher-killed": lambda: case_machine_lost(args, whole=False),
+     "node-killed": lambda: case_machine_lost(args, whole=True),
      "throw": lambda: case_throw(args), "no-store": lambda: case_no_store(args)}[args.case]()
     print(f"done in {time.monotonic() - start:.1f} s")
 

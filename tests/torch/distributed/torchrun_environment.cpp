@@ -98,6 +98,27 @@ TEST_CASE("torchrun's variables parse") {
   CHECK((other.gloo_socket_ifnames == std::vector<std::string>{"eth0", "ib0"}));
 }
 
+TEST_CASE("LOCAL_WORLD_SIZE is optional, and says whether other machines take part") {
+  Variables variables = torchrun_variables();  // WORLD_SIZE 4, LOCAL_RANK 2
+  CHECK(parse(variables).local_world_size == 0);
+  CHECK(!parse(variables).spans_machines());
+  variables["LOCAL_WORLD_SIZE"] = "4";
+  CHECK(parse(variables).local_world_size == 4);
+  CHECK(!parse(variables).spans_machines());
+  variables["LOCAL_WORLD_SIZE"] = "3";
+  CHECK(parse(variables).local_world_size == 3);
+  CHECK(parse(variables).spans_machines());
+  for (const char* bad : {"2", "5", "0", "", "x", "+3", "3 "}) {
+    variables["LOCAL_WORLD_SIZE"] = bad;
+    CAPTURE(bad);
+    CHECK(error_of(variables) ==
+          "runhooks: environment variable LOCAL_WORLD_SIZE='" + std::string(bad) +
+              "' is not an integer from 3 (LOCAL_RANK=2 plus 1) to 4 (WORLD_SIZE); launch the "
+              "program with torchrun, which sets it (e.g. `torchrun --standalone "
+              "--nproc-per-node 4 --no-python PROGRAM ARGS...`)");
+  }
+}
+
 TEST_CASE("a missing variable is one error naming it and saying to launch with torchrun") {
   CHECK(error_of({}) ==
         "runhooks: environment variable RANK is not set; launch the program with torchrun, which "

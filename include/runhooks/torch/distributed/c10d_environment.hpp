@@ -23,16 +23,21 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <csignal>
+#include <cstring>
 #endif
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include <runhooks/detail/checked.hpp>
@@ -60,6 +65,14 @@ struct C10dOptions {
 };
 
 namespace detail {
+
+#if defined(__linux__)
+// What C10dEnvironment's launcher-death handler reads (set before it is installed): the
+// launcher's pid, and the line to print before leaving the job (size 0: stop it with SIGTERM).
+inline constinit std::atomic<pid_t> c10d_launcher_pid{0};
+inline constinit char c10d_leave_line[512] = {};
+inline constinit std::atomic<std::size_t> c10d_leave_line_size{0};
+#endif
 
 // The current exception's message for a report, without c10's C++ backtrace.
 inline std::string describe_current_c10d_exception() {
@@ -101,16 +114,20 @@ decltype(auto) c10d_run_or_abort(Body&& body) noexcept {
 //   3. a Gloo process group over it (ProcessGroupGloo, one device: GLOO_SOCKET_IFNAME's
 //      interfaces, or the host name's address), whose every collective times out after
 //      C10dOptions::timeout_secs.
-// A store that never answers, or ranks that never all join, is a C10dError naming this rank, the
-// address and the timeout, after about timeout_secs. collective() hands the group to runhooks'
+// A store that never answers (nothing listening, or a port that accepts and never answers), or
+// ranks that never all join, is a C10dError naming this rank, the address and the timeout, after
+// about timeout_secs (at most 2 s more: connect_store); a store this rank cannot serve (MASTER_PORT
+// in use) is one at once, naming c10d's cause. collective() hands the group to runhooks'
 // rules (StopVoteHook, ChiefOnly, ChiefStateHook); process_group() is for the program's own
 // collectives (a gradient allreduce).
 //
-// On Linux, asks the kernel for one SIGTERM when the launcher dies (prctl PR_SET_PDEATHSIG):
-// torchrun starts its workers in sessions of their own, so a torchrun killed with SIGKILL (or by
-// the OOM killer) would leave them training as orphans. The SIGTERM stops the job as a SIGTERM to torchrun
-// does: with Voted(SignalStopHook()) every rank stops after the same step and the chief writes
-// its final checkpoint; without a handler the worker ends, and the others' next collective fails.
+// On Linux, also acts when the launcher dies (prctl PR_SET_PDEATHSIG): torchrun starts its workers
+// in sessions of their own, so a torchrun killed with SIGKILL (or by the OOM killer) would leave
+// them training as orphans. With every worker under that launcher (one machine), the worker gets
+// one SIGTERM, which stops the job as a SIGTERM to torchrun does: with Voted(SignalStopHook())
+// every rank stops after the same step and the chief writes its final checkpoint. With agents on
+// other machines (LOCAL_WORLD_SIZE < WORLD_SIZE), the worker leaves the job at once, as a lost
+// machine would, so that their agents restart the group without it (end_with_launcher).
 //
 // Also makes std::terminate (an exception nobody caught) print the exception with this rank and
 // end the process (c10d_abort_job). If a stop vote was left by an exception that the program
@@ -195,32 +212,108 @@ class C10dEnvironment {
     return "C10dOptions::timeout_secs = " + detail::format_number(options_.timeout_secs) + " s";
   }
 
+  // The job's store, bounded by a deadline of runhooks' own: c10d::TCPStore's constructor bounds
+  // its connect and, as the server, its wait for the ranks, but a client's handshake (a ping) and
+  // its count of itself (an add) wait for the answer without one, so a port that accepts and never
+  // answers (a frozen agent, another program's port) would hang the worker for ever, as PyTorch's
+  // own TCPStore(timeout=...) does. So the store is made on a thread of its own, waited for until
+  // timeout_secs plus store_grace() (c10d's own timeouts, with their causes, come first). Past the
+  // deadline the thread is detached, blocked on a socket that nobody answers: it owns all it
+  // touches (the address, the options, the shared result), and ends with the process, which
+  // c10d_run_or_abort ends at once. Rank 0 serving the store is made in two steps (the server,
+  // then the wait for every rank), so that a server that cannot start (MASTER_PORT in use) is
+  // reported as such, at once, and not as ranks that never joined.
   c10::intrusive_ptr<c10d::Store> connect_store() const {
     const bool serve = !variables_.use_agent_store && variables_.rank == 0;
     c10d::TCPStoreOptions store_options;
     store_options.port = static_cast<std::uint16_t>(variables_.master_port);
     store_options.isServer = serve;
     store_options.numWorkers = static_cast<std::size_t>(variables_.world_size);
-    store_options.waitWorkers = true;  // every rank counts itself in; the server waits for all
+    store_options.waitWorkers = false;  // waitForWorkers() below: every rank counts itself in
     store_options.timeout = options_.timeout();
     store_options.multiTenant = true;
-    try {
-      return c10::make_intrusive<c10d::TCPStore>(variables_.master_addr, store_options);
-    } catch (const std::exception& e) {
-      const std::string where = "the job's store at MASTER_ADDR:MASTER_PORT = " +
-                                variables_.master_addr + ":" +
-                                std::to_string(variables_.master_port);
-      throw C10dError(
-          "runhooks: " + describe() + ": " +
-          (serve ? where + ", served by this rank (TORCHELASTIC_USE_AGENT_STORE=False), was not "
-                           "joined by every rank within " + timeout_text()
-                 : "cannot reach " + where + " (served by " +
-                       (variables_.use_agent_store ? std::string("torchrun's agent") : "rank 0") +
-                       ") within " + timeout_text() +
-                       "; is the program launched by torchrun, and is MASTER_PORT its store's?") +
-          " (c10d: " + detail::c10d_message(e) + ")");
+
+    struct Attempt {
+      std::mutex mutex;
+      std::condition_variable changed;
+      bool constructed = false;  // the server listens, or the client connected
+      bool done = false;
+      c10::intrusive_ptr<c10d::TCPStore> store;
+      std::exception_ptr error;
+    };
+    const auto attempt = std::make_shared<Attempt>();
+    std::thread maker([attempt, host = variables_.master_addr, store_options] {
+      c10::intrusive_ptr<c10d::TCPStore> store;
+      std::exception_ptr error;
+      try {
+        store = c10::make_intrusive<c10d::TCPStore>(host, store_options);
+        {
+          const std::lock_guard<std::mutex> lock(attempt->mutex);
+          attempt->constructed = true;
+        }
+        store->waitForWorkers();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      const std::lock_guard<std::mutex> lock(attempt->mutex);
+      if (!error) attempt->store = std::move(store);
+      attempt->error = error;
+      attempt->done = true;
+      attempt->changed.notify_all();
+    });
+    std::unique_lock<std::mutex> lock(attempt->mutex);
+    const bool done = attempt->changed.wait_until(
+        lock, std::chrono::steady_clock::now() + options_.timeout() + store_grace(),
+        [&] { return attempt->done; });
+    const bool constructed = attempt->constructed;
+    const std::exception_ptr error = attempt->error;  // read under the lock: a detached thread
+    c10::intrusive_ptr<c10d::TCPStore> store = attempt->store;  // may still write them
+    lock.unlock();
+    if (done) {
+      maker.join();
+      if (!error) return store;
+    } else {
+      maker.detach();
     }
+
+    const std::string where = "the job's store at MASTER_ADDR:MASTER_PORT = " +
+                              variables_.master_addr + ":" +
+                              std::to_string(variables_.master_port);
+    std::string cause;
+    if (error) {
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        cause = detail::c10d_message(e);
+      } catch (...) {
+        cause = "an exception not derived from std::exception";
+      }
+    }
+    const std::string who = "runhooks: " + describe() + ": ";
+    if (serve && !constructed && done)
+      throw C10dError(who + "cannot serve " + where +
+                      " (this rank serves it: TORCHELASTIC_USE_AGENT_STORE=False): " + cause +
+                      "; is another program listening on MASTER_PORT?");
+    if (serve)
+      throw C10dError(who + where +
+                      ", served by this rank (TORCHELASTIC_USE_AGENT_STORE=False), was not "
+                      "joined by every rank within " + timeout_text() +
+                      (done ? " (c10d: " + cause + ")" : std::string()));
+    throw C10dError(
+        who + "cannot reach " + where + " (served by " +
+        (variables_.use_agent_store ? std::string("torchrun's agent") : "rank 0") + ") within " +
+        timeout_text() +
+        (done ? std::string()
+              : ": it accepted the connection but did not answer (a frozen store, or another "
+                "program's port)") +
+        "; is the program launched by torchrun, and is MASTER_PORT its store's?" +
+        (done ? " (c10d: " + cause + ")" : std::string()));
   }
+
+  // How long after timeout_secs runhooks gives up on a store that c10d still waits for: c10d
+  // counts its wait for the ranks in whole seconds (so it may end a second late), and its own
+  // error, which names the cause, should come first.
+  static constexpr std::chrono::seconds store_grace() { return std::chrono::seconds(2); }
 
   c10::intrusive_ptr<c10d::ProcessGroupGloo> connect_process_group() const {
     try {
@@ -238,22 +331,54 @@ class C10dEnvironment {
     }
   }
 
-  // SIGTERM to this process, once, when its parent (torchrun's agent) dies; at once if it died
-  // while the request was made. The kernel's parent-death signal follows the thread that started
-  // the process, and a dying multi-threaded launcher may send it more than once (once per thread
-  // the process is passed on to); a second SIGTERM would end the process before its final
-  // checkpoint (SignalStopHook's "send it again to terminate at once"). So the kernel sends a
-  // signal of runhooks' own (launcher_death_signal), whose handler raises SIGTERM the first time
-  // only (kill() is async-signal-safe).
-  static void end_with_launcher() noexcept {
+  // Asks the kernel for a signal when this process's parent (torchrun's agent) dies: torchrun
+  // starts its workers in sessions of their own, so a torchrun killed with SIGKILL (or by the OOM
+  // killer) would leave them training as orphans. What the death means depends on where the job's
+  // other workers run:
+  //   - all under this agent (LOCAL_WORLD_SIZE = WORLD_SIZE, or not set): the job was stopped,
+  //     as by a SIGTERM to torchrun: one SIGTERM to this process, which Voted(SignalStopHook())
+  //     turns into a stop of every rank after the same step, the chief writing its checkpoint;
+  //   - agents on other machines take part (LOCAL_WORLD_SIZE < WORLD_SIZE): this machine has left
+  //     the job, as if it had died: the worker ends at once (exit status 1, one line on stderr),
+  //     with no stop vote, so that the other ranks' collectives fail and their agents restart the
+  //     group without it (torchrun's --nnodes MIN:MAX), from the chief's last checkpoint. A stop
+  //     vote would end every machine's training, and each agent would take it for a success.
+  // The kernel sends a signal of runhooks' own (launcher_death_signal), also when only the thread
+  // of the launcher that started the worker ends, and once more for each thread a dying
+  // multi-threaded launcher passes the worker on to; so the handler acts once, and only once the
+  // parent is another process (getppid() changed): a second SIGTERM would end the process before
+  // its final checkpoint (SignalStopHook's "send it again to terminate at once"). What it does is
+  // async-signal-safe: getppid, kill, write, _exit.
+  void end_with_launcher() const {
 #if defined(__linux__)
+    const pid_t launcher = ::getppid();
+    detail::c10d_launcher_pid.store(launcher, std::memory_order_relaxed);
+    std::size_t size = 0;
+    if (variables_.spans_machines()) {
+      const std::string line =
+          "runhooks: " + describe() + ": its launcher (torchrun's agent, pid " +
+          std::to_string(launcher) + ") died, and other machines take part in the job "
+          "(LOCAL_WORLD_SIZE=" + std::to_string(variables_.local_world_size) + ", WORLD_SIZE=" +
+          std::to_string(variables_.world_size) + "): leaving it as a lost machine does, without "
+          "a stop vote, so that their agents go on without this one\n";
+      size = std::min(line.size(), sizeof detail::c10d_leave_line);
+      std::memcpy(detail::c10d_leave_line, line.data(), size);
+    }
+    detail::c10d_leave_line_size.store(size, std::memory_order_release);
     struct sigaction action {};
     action.sa_handler = [](int) {
-      static constinit std::atomic<bool> sent{false};
-      if (!sent.exchange(true)) ::kill(::getpid(), SIGTERM);
+      if (::getppid() == detail::c10d_launcher_pid.load(std::memory_order_relaxed)) return;
+      static constinit std::atomic<bool> acted{false};
+      if (acted.exchange(true)) return;
+      const std::size_t leave = detail::c10d_leave_line_size.load(std::memory_order_acquire);
+      if (leave == 0) {
+        ::kill(::getpid(), SIGTERM);
+        return;
+      }
+      [[maybe_unused]] const auto written = ::write(STDERR_FILENO, detail::c10d_leave_line, leave);
+      ::_exit(1);
     };
     sigemptyset(&action.sa_mask);
-    const pid_t launcher = ::getppid();
     if (::sigaction(launcher_death_signal(), &action, nullptr) == 0 &&
         ::prctl(PR_SET_PDEATHSIG, launcher_death_signal()) == 0 && ::getppid() != launcher)
       ::raise(launcher_death_signal());

@@ -39,9 +39,13 @@ class C10dError : public Error {
 //   TORCHELASTIC_USE_AGENT_STORE  "True": torchrun's agent already serves the store at
 //                                 MASTER_ADDR:MASTER_PORT, and every worker is its client;
 //                                 "False": rank 0 serves it (as torch.distributed's env:// does)
+//   LOCAL_WORLD_SIZE              optional: the number of workers on this machine (torchrun's
+//                                 agent's), LOCAL_RANK+1 .. WORLD_SIZE; below WORLD_SIZE, other
+//                                 machines' agents take part in the job (what a launcher's death
+//                                 means depends on it: C10dEnvironment)
 //   GLOO_SOCKET_IFNAME            optional, not set by torchrun: network interfaces for Gloo,
 //                                 comma-separated (e.g. "eth0"), as torch.distributed reads it
-// Each is required (GLOO_SOCKET_IFNAME aside), and each is parsed strictly: decimal digits only
+// Each is required (LOCAL_WORLD_SIZE and GLOO_SOCKET_IFNAME aside), and each is parsed strictly: decimal digits only
 // for numbers, no sign, no spaces, in range; the booleans exactly as Python's str(bool) writes
 // them. A variable that is missing or malformed is a C10dError that names it, quotes its value
 // and says to launch with torchrun.
@@ -49,12 +53,19 @@ struct TorchrunEnvironment {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
+  int local_world_size = 0;  // 0: LOCAL_WORLD_SIZE not set
   std::string master_addr;
   int master_port = 0;
   std::int64_t restart_count = 0;
   std::string run_id;
   bool use_agent_store = false;
   std::vector<std::string> gloo_socket_ifnames;  // empty: Gloo's default device
+
+  // Whether agents on other machines take part in the job (LOCAL_WORLD_SIZE below WORLD_SIZE);
+  // false without LOCAL_WORLD_SIZE.
+  bool spans_machines() const noexcept {
+    return local_world_size > 0 && local_world_size < world_size;
+  }
 
   // Reads the variables through getenv(name), a callable returning the value or nullptr when the
   // variable is not set (std::getenv for the process's own: from_environment()).
@@ -178,6 +189,14 @@ TorchrunEnvironment TorchrunEnvironment::parse(Getenv&& getenv) {
                             std::to_string(env.world_size) + " minus 1)";
   env.rank = static_cast<int>(integer("RANK", 0, env.world_size - 1, ranks, rank));
   env.local_rank = static_cast<int>(integer("LOCAL_RANK", 0, env.world_size - 1, ranks));
+  if (const char* local_world_size = getenv("LOCAL_WORLD_SIZE")) {  // optional; torchrun sets it
+    env.local_world_size = static_cast<int>(integer(
+        "LOCAL_WORLD_SIZE", env.local_rank + 1, env.world_size,
+        "from " + std::to_string(env.local_rank + 1) + " (LOCAL_RANK=" +
+            std::to_string(env.local_rank) + " plus 1) to " + std::to_string(env.world_size) +
+            " (WORLD_SIZE)",
+        local_world_size));
+  }
   const std::string_view addr = required("MASTER_ADDR");
   if (!detail::is_token(addr))
     detail::throw_bad_variable("MASTER_ADDR", addr, "a host name or address");
