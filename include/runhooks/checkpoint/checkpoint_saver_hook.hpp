@@ -24,6 +24,11 @@
 
 #include <runhooks/checkpoint/checkpoint_manager.hpp>
 #include <runhooks/checkpoint/checkpointable.hpp>
+#include <runhooks/checkpoint/detail/saves_in_flight.hpp>
+#include <runhooks/checkpoint/saver/background_writer.hpp>
+#include <runhooks/checkpoint/saver/listeners.hpp>
+#include <runhooks/checkpoint/saver/options.hpp>
+#include <runhooks/checkpoint/saver/trigger.hpp>
 #include <runhooks/clock.hpp>
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/checked.hpp>
@@ -36,154 +41,7 @@
 
 namespace runhooks {
 
-// What a save does when the previous asynchronous one is still being written.
-enum class WhenSaveInFlight {
-  wait,  // wait for it, then save (no checkpoint is lost; the step waits)
-  skip,  // skip this save with a log line (the step never waits; the next trigger saves)
-};
-
 namespace detail {
-
-struct CheckedSaverOptions {};
-
-// The checks of CheckpointSaverOptions, in a constant expression when the options are constexpr:
-// a mistake is then a compile error showing the message below; at run time std::invalid_argument.
-constexpr CheckedSaverOptions check_saver_options(std::string_view checkpoint_dir,
-                                                  const std::optional<std::int64_t>& save_steps,
-                                                  const std::optional<double>& save_secs,
-                                                  std::string_view basename, int max_to_keep,
-                                                  const std::optional<double>& every_n_hours) {
-  if (checkpoint_dir.empty()) {
-    if (std::is_constant_evaluated()) throw "runhooks: CheckpointSaverOptions::checkpoint_dir must name a directory";
-    throw std::invalid_argument(
-        "runhooks: CheckpointSaverOptions::checkpoint_dir must name a directory, got ''.");
-  }
-  // TensorFlow's messages (its SecondOrStepTimer raises them for CheckpointSaverHook).
-  if (save_steps && save_secs) {
-    if (std::is_constant_evaluated()) throw "Can not provide both every_secs and every_steps. (CheckpointSaverOptions: save_steps and save_secs are both set)";
-    throw std::invalid_argument(
-        "Can not provide both every_secs and every_steps. (CheckpointSaverOptions: save_steps = " +
-        std::to_string(*save_steps) + ", save_secs = " + format_number(*save_secs) + ")");
-  }
-  if (!save_steps && !save_secs) {
-    if (std::is_constant_evaluated()) throw "Either every_secs or every_steps should be provided. (CheckpointSaverOptions: set save_steps or save_secs)";
-    throw std::invalid_argument(
-        "Either every_secs or every_steps should be provided. (CheckpointSaverOptions: set "
-        "save_steps or save_secs)");
-  }
-  if (save_steps && *save_steps < 1) {
-    if (std::is_constant_evaluated()) throw "runhooks: CheckpointSaverOptions::save_steps must be at least 1";
-    throw std::invalid_argument("runhooks: CheckpointSaverOptions::save_steps must be at least 1, got " +
-                                std::to_string(*save_steps) + ".");
-  }
-  if (save_secs) checked_secs("CheckpointSaverOptions::save_secs", *save_secs, 0.0, true);
-  if (basename.empty() || basename.find('/') != std::string_view::npos ||
-      basename.front() == '.' || basename == "checkpoint") {
-    if (std::is_constant_evaluated()) throw "runhooks: CheckpointSaverOptions::basename must be a file name without '/', not starting with '.' and not 'checkpoint'";
-    throw std::invalid_argument(
-        "runhooks: CheckpointSaverOptions::basename must be a file name without '/', not "
-        "starting with '.' and not 'checkpoint', got '" + std::string(basename) + "'.");
-  }
-  if (max_to_keep < 0) {
-    if (std::is_constant_evaluated()) throw "runhooks: CheckpointSaverOptions::max_to_keep must be at least 0";
-    throw std::invalid_argument("runhooks: CheckpointSaverOptions::max_to_keep must be at least 0, got " +
-                                std::to_string(max_to_keep) + ".");
-  }
-  if (every_n_hours && !(*every_n_hours > 0.0 && *every_n_hours <= max_duration_secs / 3600.0)) {
-    if (std::is_constant_evaluated()) throw "runhooks: CheckpointSaverOptions::keep_checkpoint_every_n_hours must be greater than 0 and at most 277777";
-    throw std::invalid_argument(
-        "runhooks: CheckpointSaverOptions::keep_checkpoint_every_n_hours must be greater than 0 "
-        "and at most 277777, got " + format_number(*every_n_hours) + ".");
-  }
-  return {};
-}
-
-}  // namespace detail
-
-struct CheckpointSaverOptions {
-  std::string_view checkpoint_dir{};           // created if missing
-  std::optional<std::int64_t> save_steps{};    // exactly one of these two (TensorFlow's rule)
-  std::optional<double> save_secs{};
-  std::string_view basename = "model.ckpt";    // checkpoints are <checkpoint_dir>/<basename>-<step>
-  int max_to_keep = 5;                         // 0 keeps all
-  std::optional<double> keep_checkpoint_every_n_hours{};  // unset: TensorFlow's 10000, i.e. never
-  bool async_save = true;                      // on a background thread when the backend is Snapshottable
-  WhenSaveInFlight when_save_in_flight = WhenSaveInFlight::wait;
-  // Checks the fields above as the options are made, so options declared constexpr with a mistake
-  // do not compile; at run time a mistake throws std::invalid_argument naming the field and value.
-  // Never initialize it yourself.
-  [[no_unique_address]] detail::CheckedSaverOptions checked = detail::check_saver_options(
-      checkpoint_dir, save_steps, save_secs, basename, max_to_keep, keep_checkpoint_every_n_hours);
-
-  // The same checks again, for options changed after they were made.
-  constexpr const CheckpointSaverOptions& validate() const {
-    detail::check_saver_options(checkpoint_dir, save_steps, save_secs, basename, max_to_keep,
-                                keep_checkpoint_every_n_hours);
-    return *this;
-  }
-};
-
-// Checkpoint listeners (TensorFlow's CheckpointSaverListener) are policy types handed to the hook
-// after its options. Each point is optional, found at compile time, and costs nothing if absent:
-//   void begin()                                          in the hook's begin()
-//   void before_save(auto& session, std::int64_t step)    before each save, on the training thread
-//   bool after_save(auto& session, std::int64_t step)     after each save is durable; true asks the
-//                                                         session to stop (void: never)
-//   void end(auto& session, std::int64_t step)            in the hook's end(), after the final save
-// An asynchronous save calls after_save on the training thread once the write is done: in the
-// first after_run that sees it done, or in end().
-template <class L>
-concept ListenerHasBegin = requires(L& l) { l.begin(); };
-template <class L, class B>
-concept ListenerHasBeforeSave = requires(L& l, B& b, std::int64_t step) { l.before_save(b, step); };
-template <class L, class B>
-concept ListenerHasAfterSave = requires(L& l, B& b, std::int64_t step) {
-  requires std::is_void_v<decltype(l.after_save(b, step))> ||
-               std::convertible_to<decltype(l.after_save(b, step)), bool>;
-};
-template <class L, class B>
-concept ListenerHasEnd = requires(L& l, B& b, std::int64_t step) { l.end(b, step); };
-
-namespace detail {
-
-// Does L have a member with this name, whatever its signature (as concepts.hpp finds hook points)?
-#define RUNHOOKS_DETAIL_LISTENER_PROBE(point)                                             \
-  struct listener_##point##_probe {                                                       \
-    void point();                                                                         \
-  };                                                                                      \
-  template <class L>                                                                      \
-  struct listener_##point##_probed : L, listener_##point##_probe {};                      \
-  template <class L>                                                                      \
-  concept listener_names_##point = std::is_class_v<L> && !std::is_final_v<L> &&           \
-                                   !requires { &listener_##point##_probed<L>::point; };
-RUNHOOKS_DETAIL_LISTENER_PROBE(begin)
-RUNHOOKS_DETAIL_LISTENER_PROBE(before_save)
-RUNHOOKS_DETAIL_LISTENER_PROBE(after_save)
-RUNHOOKS_DETAIL_LISTENER_PROBE(end)
-#undef RUNHOOKS_DETAIL_LISTENER_PROBE
-
-template <class L, class B>
-struct check_listener {
-  static_assert(!listener_names_begin<L> || ListenerHasBegin<L>,
-                "runhooks: a checkpoint listener's begin does not fit. Write `void begin()`.");
-  static_assert(!listener_names_before_save<L> || ListenerHasBeforeSave<L, B>,
-                "runhooks: a checkpoint listener's before_save does not fit. Write `void "
-                "before_save(auto& session, std::int64_t global_step)`.");
-  static_assert(!listener_names_after_save<L> || ListenerHasAfterSave<L, B>,
-                "runhooks: a checkpoint listener's after_save does not fit. Write `bool "
-                "after_save(auto& session, std::int64_t global_step)` (true requests a stop) or "
-                "return void.");
-  static_assert(!listener_names_end<L> || ListenerHasEnd<L, B>,
-                "runhooks: a checkpoint listener's end does not fit. Write `void end(auto& "
-                "session, std::int64_t global_step)`.");
-  static_assert(ListenerHasBegin<L> || ListenerHasBeforeSave<L, B> ||
-                    ListenerHasAfterSave<L, B> || ListenerHasEnd<L, B> ||
-                    listener_names_begin<L> || listener_names_before_save<L> ||
-                    listener_names_after_save<L> || listener_names_end<L>,
-                "runhooks: a checkpoint listener defines none of begin, before_save, after_save, "
-                "end; the listener type is named in this instantiation.");
-  static constexpr bool value = true;
-};
 
 inline double system_seconds() noexcept {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -225,8 +83,34 @@ inline double system_seconds() noexcept {
 // as StopAtStepHook; with save_secs, one call that reads the clock (as TensorFlow does).
 // C is the clock of save_secs; a clock other than SteadyClock (ManualClock in tests) also dates
 // the checkpoints, as TensorFlow's mocked time.time() does.
+//
+// The hook holds its manager, timer, listeners and the state of its saves (the members at the
+// end); its private bases, which hold nothing, add what it does with them:
+//   saver/trigger.hpp            SaverTrigger: when to look next, and TensorFlow's trigger;
+//   saver/background_writer.hpp  SaverBackgroundWriter: the kept snapshot, the saver thread;
+//   saver/listeners.hpp          SaverListeners: calling the listeners' points.
 template <Clock C = SteadyClock, class... Listeners>
-class CheckpointSaverHook {
+class CheckpointSaverHook
+    : detail::SaverTrigger<CheckpointSaverHook<C, Listeners...>>,
+      detail::SaverBackgroundWriter<CheckpointSaverHook<C, Listeners...>>,
+      detail::SaverListeners<CheckpointSaverHook<C, Listeners...>> {
+  using Trigger = detail::SaverTrigger<CheckpointSaverHook>;
+  using Writer = detail::SaverBackgroundWriter<CheckpointSaverHook>;
+  using Listening = detail::SaverListeners<CheckpointSaverHook>;
+  friend Trigger;
+  friend Writer;
+  friend Listening;
+  using Trigger::on_trigger;
+  using Trigger::rearm;
+  using Writer::take_snapshot;
+  using Writer::start_async;
+  using Writer::finish_in_flight;
+  using Writer::join_in_flight;
+  using Listening::call_begin;
+  using Listening::call_before_save;
+  using Listening::call_end;
+  using Listening::after_save;
+
  public:
   explicit CheckpointSaverHook(const CheckpointSaverOptions& options, Listeners... listeners)
       : CheckpointSaverHook(options, C{}, std::move(listeners)...) {}
@@ -369,12 +253,7 @@ class CheckpointSaverHook {
  private:
   static constexpr std::int64_t always = std::numeric_limits<std::int64_t>::min();
 
-  struct InFlight {
-    std::thread thread;
-    std::int64_t step = 0;
-    bool done = false;            // under mutex_
-    std::exception_ptr error;     // under mutex_ until done
-  };
+  using InFlight = detail::SaverInFlight;
 
   void view_own_strings() noexcept {
     options_.checkpoint_dir = checkpoint_dir_;
@@ -398,86 +277,6 @@ class CheckpointSaverHook {
       return static_cast<double>(timer_.clock().now());
   }
 
-  template <class L>
-  static void call_begin(L& listener) {
-    if constexpr (ListenerHasBegin<L>) listener.begin();
-  }
-  template <class L, class Backend>
-  static void call_before_save(L& listener, Backend& session, std::int64_t step) {
-    if constexpr (ListenerHasBeforeSave<L, Backend>) listener.before_save(session, step);
-  }
-  template <class L, class Backend>
-  static bool call_after_save(L& listener, Backend& session, std::int64_t step) {
-    if constexpr (ListenerHasAfterSave<L, Backend>) {
-      if constexpr (std::is_void_v<decltype(listener.after_save(session, step))>) {
-        listener.after_save(session, step);
-      } else if (listener.after_save(session, step)) {
-        log(Severity::info, "runhooks: a checkpoint listener requested that training be stopped "
-                            "(after the save of step " + std::to_string(step) + ").");
-        return true;
-      }
-    }
-    return false;
-  }
-  template <class L, class Backend>
-  static void call_end(L& listener, Backend& session, std::int64_t step) {
-    if constexpr (ListenerHasEnd<L, Backend>) listener.end(session, step);
-  }
-
-  // Every listener's after_save, none skipped; true if any asked to stop.
-  template <class Backend>
-  bool after_save(Backend& session, std::int64_t step) {
-    return std::apply(
-        [&](auto&... l) {
-          bool stop = false;
-          ((stop = call_after_save(l, session, step) || stop), ...);  // call first, then or
-          return stop;
-        },
-        listeners_);
-  }
-
-  // The rare path of after_run: collect a finished background save, then TensorFlow's trigger.
-  // Cold: with save_steps it runs once per save, and so marked GCC keeps the per-step path to the
-  // load and the compare (without it, GCC 12 adds a register clear there).
-  template <class Backend>
-  [[gnu::noinline, gnu::cold]] bool on_trigger(Backend& session, std::int64_t step) {
-    bool stop = finish_in_flight(session, /*wait=*/false);
-    if (timer_.should_trigger_for_step(step)) {
-      if (in_flight_ && skip_when_busy_) {
-        log(Severity::warning, "runhooks: CheckpointSaverHook skipped the checkpoint of step " +
-                                   std::to_string(step) + ": the save of step " +
-                                   std::to_string(in_flight_->step) + " is still being written.");
-        timer_.update_last_triggered_step(step);
-      } else {
-        stop = finish_in_flight(session, /*wait=*/true) || stop;
-        timer_.update_last_triggered_step(step);
-        stop = save(session, step) || stop;
-      }
-    }
-    rearm(step);
-    return stop;
-  }
-
-  // Sets the step at which after_run next looks, after `step`: the next save step with
-  // save_steps; with save_secs, the step at which the clock is sampled next (about 64 times per
-  // period, detail::ClockSampler, so that a save is at most about 1/64 of a period late); at
-  // once when a background save has finished.
-  void rearm(std::int64_t step) {
-    std::int64_t next = always;
-    if (save_steps_ > 0) {
-      if (timer_.last_triggered_step())
-        next = detail::saturating_add(*timer_.last_triggered_step(), save_steps_);
-    } else {
-      next = detail::saturating_add(
-          step, sampler_.stride(step, static_cast<double>(timer_.clock().now()),
-                                *timer_.every_secs()));
-    }
-    next_check_ = next;
-    std::lock_guard lock(mutex_);
-    if (in_flight_ && in_flight_->done) next = always;
-    async_next_check_.store(next, std::memory_order_relaxed);
-  }
-
   template <class Backend>
   bool save(Backend& session, std::int64_t step) {
     if constexpr (Snapshottable<Backend>) {
@@ -486,7 +285,7 @@ class CheckpointSaverHook {
         // No save is in flight here (after_create_session, end() and on_trigger collect it
         // first, or skip), so the kept snapshot is nobody else's.
         if constexpr (SnapshottableInPlace<Backend>)
-          start_async(KeptSnapshotWrite<snapshot_t<Backend>>{take_snapshot(session)}, step,
+          start_async(detail::KeptSnapshotWrite<snapshot_t<Backend>>{take_snapshot(session)}, step,
                       wall_now());
         else
           start_async(session.snapshot(), step, wall_now());
@@ -495,36 +294,6 @@ class CheckpointSaverHook {
       }
     }
     return save_now(session, step);
-  }
-
-  // The write of the kept snapshot: the hook owns it, the thread only writes it.
-  template <class Snapshot>
-  struct KeptSnapshotWrite {
-    Snapshot* snapshot;
-    void write(const std::filesystem::path& prefix) const { snapshot->write(prefix); }
-  };
-
-  // Fills the snapshot the hook keeps, made on the first call (or when the backend's snapshot
-  // type changed, which one MonitoredSession never does): new memory is mapped once, at the
-  // session's creation save, and every later save copies into it.
-  template <class Backend>
-  snapshot_t<Backend>* take_snapshot(Backend& session) {
-    using Snapshot = snapshot_t<Backend>;
-    if (kept_snapshot_type_ == &kept_snapshot_tag<Snapshot>) {
-      auto* kept = static_cast<Snapshot*>(kept_snapshot_.get());
-      session.snapshot(*kept);
-      return kept;
-    }
-    std::unique_ptr<Snapshot> made;
-    if constexpr (std::default_initializable<Snapshot>) {
-      made = std::make_unique<Snapshot>();
-      session.snapshot(*made);
-    } else {
-      made = std::make_unique<Snapshot>(session.snapshot());
-    }
-    kept_snapshot_ = KeptSnapshot(made.release(), [](void* p) { delete static_cast<Snapshot*>(p); });
-    kept_snapshot_type_ = &kept_snapshot_tag<Snapshot>;
-    return static_cast<Snapshot*>(kept_snapshot_.get());
   }
 
   template <class Backend>
@@ -538,57 +307,6 @@ class CheckpointSaverHook {
     note_checkpoint(step);
     last_saved_step_ = step;
     return after_save(session, step);
-  }
-
-  template <class Snapshot>
-  void start_async(Snapshot snapshot, std::int64_t step, double timestamp) {
-    auto in_flight = std::make_unique<InFlight>();
-    in_flight->step = step;
-    InFlight* record = in_flight.get();
-    // Registered before the thread starts, so that a restore on this thread (a recovery) waits
-    // for this save (see detail::SavesInFlight).
-    detail::SavesInFlight::instance().add(directory_key_);
-    try {
-      in_flight->thread = std::thread(
-          [this, record, step, timestamp, snapshot = std::move(snapshot)]() mutable {
-            std::exception_ptr error;
-            try {
-              // Released here, before the save is marked done: the step that collects it does
-              // not pay for freeing it.
-              Snapshot local = std::move(snapshot);
-              const std::filesystem::path prefix = manager_.save(
-                  step, timestamp, [&](const std::filesystem::path& p) { local.write(p); });
-              log(Severity::info, "runhooks: saved checkpoint " + prefix.string());
-              note_checkpoint(step);
-            } catch (...) {
-              error = std::current_exception();
-            }
-            detail::SavesInFlight::instance().remove(directory_key_);
-            std::lock_guard lock(mutex_);
-            record->error = error;
-            record->done = true;
-            async_next_check_.store(always, std::memory_order_relaxed);  // the next after_run collects it
-          });
-    } catch (...) {
-      detail::SavesInFlight::instance().remove(directory_key_);
-      throw;
-    }
-    in_flight_ = std::move(in_flight);
-  }
-
-  // Collects a background save: joins it (waiting if `wait`, else only if it is done), raises its
-  // error, or calls every listener's after_save. True if a listener asked to stop.
-  template <class Backend>
-  bool finish_in_flight(Backend& session, bool wait) {
-    if (!in_flight_) return false;
-    if (!wait) {
-      std::lock_guard lock(mutex_);
-      if (!in_flight_->done) return false;
-    }
-    in_flight_->thread.join();
-    const std::unique_ptr<InFlight> done = std::move(in_flight_);
-    if (done->error) std::rethrow_exception(done->error);
-    return after_save(session, done->step);
   }
 
   // TensorFlow's add_session_log(SessionLog(status=CHECKPOINT, checkpoint_path=save_path), step)
@@ -605,10 +323,6 @@ class CheckpointSaverHook {
       }
     } catch (...) {  // the log sink threw, or out of memory: nothing more can be said
     }
-  }
-
-  void join_in_flight() noexcept {
-    if (in_flight_ && in_flight_->thread.joinable()) in_flight_->thread.join();
   }
 
   CheckpointManager manager_;
