@@ -3,6 +3,7 @@
 
 Usage: check_readme.py [--update] FILE.md... -- <compiler and flags...>
        check_readme.py [--update] --sample NAME FILE.md [--unordered PREFIX]... -- <command...>
+       check_readme.py --project NAME FILE.md SOURCE_ROOT [PYTHON]
 
 The documentation's code cannot rot: each ```cpp block with `int main` must compile with the
 given flags and exit 0. A program may be followed by its output: a ```text block whose opening
@@ -16,6 +17,16 @@ prints (a demo's output shown in the docs; `{tmpdir}` in the command is replaced
 temporary directory): numbers aside, any word with a '/' standing for any
 word (the directories a run writes), and `progress:` lines left out; lines starting with an
 --unordered PREFIX (another thread's) may come in any order.
+
+With --project, the blocks of FILE.md marked `<!-- project NAME: FILENAME -->` are the files of a
+user's project (a program, its CMakeLists.txt) and those marked `<!-- project NAME: run -->` are
+shell scripts that build and run it, as a user would type them: each script runs with `bash -e`
+in a fresh directory holding the files and `runhooks`, a link to SOURCE_ROOT (the docs' "clone it
+into runhooks/"), with `python3` on PATH being PYTHON when given (the Python whose packages the
+scripts ask for, as torch's). Every script must exit 0. A script whose command is not installed
+(cmake) is skipped, and the check then exits 77 (SKIP) after running the others. The cpp blocks
+of a project are left out of the compiled programs above: they need what the project's scripts
+add (libtorch).
 """
 import os
 import pathlib
@@ -100,8 +111,81 @@ def check_sample(name, md, command, update, unordered):
     return 0
 
 
+PROJECT = re.compile(r"<!-- project (\S+): (\S+) -->\n```[\w+-]*\n(.*?)```\n", flags=re.S)
+
+
+def in_project(text, start):
+    """Whether the block opening at `start` is marked as a project's file."""
+    before = text[:start].rstrip("\n").rsplit("\n", 1)[-1]
+    return before.startswith("<!-- project ")
+
+
+def commands_of(script):
+    """The programs a script calls by name: each line's first word (continuation lines joined),
+    leaving out assignments and paths."""
+    names = []
+    for line in script.replace("\\\n", " ").splitlines():
+        words = line.split()
+        if words and re.fullmatch(r"[A-Za-z][\w+.-]*", words[0]):
+            names.append(words[0])
+    return names
+
+
+def check_project(name, md, source_root, python):
+    files, scripts = {}, []
+    for match in PROJECT.finditer(md.read_text()):
+        if match.group(1) != name:
+            continue
+        if match.group(2) == "run":
+            scripts.append(match.group(3))
+        else:
+            files[match.group(2)] = match.group(3)
+    if not scripts:
+        print(f"{md} has no `<!-- project {name}: run -->` block")
+        return 1
+    failed, skipped = 0, []
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ)
+        if python:
+            bin_dir = pathlib.Path(tmp) / "bin"
+            bin_dir.mkdir()
+            (bin_dir / "python3").symlink_to(shutil.which(python) or python)
+            env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+        for number, script in enumerate(scripts, 1):
+            title = f"{md.name}, project {name}, script {number} ({script.splitlines()[0]})"
+            missing = [c for c in commands_of(script) if shutil.which(c, path=env["PATH"]) is None]
+            if missing:
+                print(f"SKIP {title}: {', '.join(missing)} not found")
+                skipped.append(title)
+                continue
+            directory = pathlib.Path(tmp) / f"script_{number}"
+            directory.mkdir()
+            (directory / "runhooks").symlink_to(pathlib.Path(source_root).resolve())
+            for filename, content in files.items():
+                (directory / filename).write_text(content)
+            run = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=directory,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 timeout=900, env=env)
+            if run.returncode != 0:
+                print(f"FAIL {title}: exit {run.returncode}\n--- the script:\n{script}--- its "
+                      f"output:\n{run.stdout}")
+                failed += 1
+                continue
+            print(f"ok   {title}: exit 0; its last lines:")
+            print("\n".join("       " + line for line in run.stdout.splitlines()[-3:]))
+    if failed:
+        return 1
+    return 77 if skipped else 0
+
+
 def main() -> int:
     args = sys.argv[1:]
+    if args and args[0] == "--project":
+        if len(args) not in (4, 5):
+            print(__doc__)
+            return 2
+        return check_project(args[1], pathlib.Path(args[2]), args[3],
+                             args[4] if len(args) == 5 else None)
     update = "--update" in args
     args = [a for a in args if a != "--update"]
     if "--" not in args:
@@ -122,7 +206,7 @@ def main() -> int:
             replacements = []
             for match in BLOCK.finditer(text):
                 code, expected = match.group(1), match.group(2)
-                if "int main" not in code:
+                if "int main" not in code or in_project(text, match.start()):
                     continue
                 total += 1
                 name = f"{md.name} program {total} ({code.strip().splitlines()[0]})"
