@@ -12,15 +12,16 @@ usage_test() {
                                             can import torch (suite torch; else it says
                                             that it skipped them), with the c10d engine's
                                             torchrun tests when libgloo-dev is there
-    clang     build/clang  clang++  debug
+    clang     build/clang  clang++  debug; the header self-containment checks
+                                            only in gcc (one standard library, issue 30)
     asan      build/asan   clang++  debug, -Db_sanitize=address,undefined; MPI and torch
                                             as in gcc but c10d's. Every ASan, LeakSanitizer or UBSan
                                             report fails its test; LeakSanitizer ignores
                                             only Open MPI's own leaks in the MPI tests
                                             (tests/sanitizers/lsan-openmpi.supp). Not
-                                            here: what a sanitizer cannot change (header
-                                            checks, compile-fail cases, the docs' programs
-                                            and links), which clang runs with the same
+                                            here: what a sanitizer cannot change
+                                            (compile-fail cases, the docs' programs and
+                                            links), which clang runs with the same
                                             compiler, and gcc with g++
     tsan      build/tsan   clang++  examples only, -Db_sanitize=thread
     consumer  tests/consumer/ built and run as a user's project, one test per way (in a
