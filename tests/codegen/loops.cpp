@@ -21,6 +21,10 @@
 #include <runhooks/coordinator.hpp>
 #include <runhooks/hooks/early_stopping_hook.hpp>
 #include <runhooks/hooks/final_ops_hook.hpp>
+#include <runhooks/hooks/learning_rate_monitor_hook.hpp>
+#include <runhooks/hooks/learning_rate_schedule_hook.hpp>
+#include <runhooks/hooks/reduce_lr_on_plateau_hook.hpp>
+#include <runhooks/hooks/time_limit_hook.hpp>
 #include <runhooks/hooks/lambda_hook.hpp>
 #include <runhooks/hooks/logging_tensor_hook.hpp>
 #include <runhooks/hooks/profiler_hook.hpp>
@@ -80,6 +84,13 @@ struct HookBackend : CountingBackend {
   void restore(const std::filesystem::path& prefix) {
     std::ifstream(prefix.string() + ".step") >> step;
   }
+};
+
+// HookBackend with a learning rate, for the issue 27 hooks (runhooks::HasLearningRate).
+struct RateBackend : HookBackend {
+  double rate = 0.1;
+  double learning_rate() const noexcept { return rate; }
+  void set_learning_rate(double r) noexcept { rate = r; }
 };
 
 // This process's scratch directory (two processes count at once), one subdirectory per loop.
@@ -336,6 +347,41 @@ extern "C" {
   while (!session.should_stop()) session.run();
 }
 
+// Issue 27: the early-stopping options of Lightning change only the check, not the silent step.
+[[gnu::noinline]] void session_stop_early_stopping_lightning(std::int64_t last_step) {
+  MonitoredSession session{
+      HookBackend{}, stop_at(last_step),
+      runhooks::EarlyStoppingHook<Loss>({.every_n_iter = never, .stopping_threshold = -1.0,
+                                         .divergence_threshold = 1e9, .check_finite = true,
+                                         .min_steps = 10})};
+  while (!session.should_stop()) session.run();
+}
+
+[[gnu::noinline]] void session_stop_reduce_lr(std::int64_t last_step) {
+  MonitoredSession session{RateBackend{}, stop_at(last_step),
+                           runhooks::ReduceLROnPlateauHook<Loss>({.every_n_iter = never})};
+  while (!session.should_stop()) session.run();
+}
+
+[[gnu::noinline]] void session_stop_lr_schedule(std::int64_t last_step) {
+  MonitoredSession session{RateBackend{}, stop_at(last_step),
+                           runhooks::LearningRateScheduleHook{[](std::int64_t) { return 0.1; },
+                                                              {.every_n_steps = never}}};
+  while (!session.should_stop()) session.run();
+}
+
+[[gnu::noinline]] void session_stop_lr_monitor(std::int64_t last_step) {
+  MonitoredSession session{RateBackend{}, stop_at(last_step),
+                           runhooks::LearningRateMonitorHook{{.every_n_steps = never}, NullOutput{}}};
+  while (!session.should_stop()) session.run();
+}
+
+[[gnu::noinline]] void session_stop_time_limit(std::int64_t last_step) {
+  MonitoredSession session{HookBackend{}, stop_at(last_step),
+                           runhooks::TimeLimitHook({.max_secs = 1e8, .resolution_secs = 1e3})};
+  while (!session.should_stop()) session.run();
+}
+
 [[gnu::noinline]] void session_stop_progress_bar(std::int64_t last_step) {
   MonitoredSession session{
       HookBackend{}, stop_at(last_step),
@@ -401,6 +447,11 @@ constexpr Loop loops[] = {
     {"session_stop_summary_steps", session_stop_summary_steps},
     {"session_stop_profiler_steps", session_stop_profiler_steps},
     {"session_stop_early_stopping", session_stop_early_stopping},
+    {"session_stop_early_stopping_lightning", session_stop_early_stopping_lightning},
+    {"session_stop_reduce_lr", session_stop_reduce_lr},
+    {"session_stop_lr_schedule", session_stop_lr_schedule},
+    {"session_stop_lr_monitor", session_stop_lr_monitor},
+    {"session_stop_time_limit", session_stop_time_limit},
     {"session_stop_progress_bar", session_stop_progress_bar},
     {"session_stop_final_ops", session_stop_final_ops},
     {"session_stop_lambda_lifecycle", session_stop_lambda_lifecycle},

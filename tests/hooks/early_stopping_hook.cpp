@@ -333,3 +333,24 @@ TEST_CASE("EarlyStopping: the new options are validated") {
   CHECK_THROWS_AS(EarlyStoppingHook<ValLoss>({.stopping_threshold = inf_value}),
                   std::invalid_argument);
 }
+
+TEST_CASE("EarlyStopping: state() and restore() give a resumed hook the same decision as a straight run") {
+  fakes::LogCapture capture;
+  EarlyStoppingHook<ValLoss> straight({.patience = 2});
+  CHECK(checks_until_stop(straight, {1.0, 0.5, 0.75, 0.75, 0.25}) == 4);
+  EarlyStoppingHook<ValLoss> first({.patience = 2});
+  CHECK(checks_until_stop(first, {1.0, 0.5, 0.75}) == 3);
+  const runhooks::EarlyStoppingState saved = first.state();
+  CHECK(saved.best == 0.5);
+  CHECK(saved.best_step == 2);
+  CHECK(saved.wait == 1);
+  EarlyStoppingHook<ValLoss> resumed({.patience = 2});
+  runhooks::MonitoredSession session{MetricBackend{{0.75, 0.25}, 3}, std::ref(resumed)};
+  resumed.restore(saved);
+  session.run();
+  CHECK(session.should_stop());
+  CHECK(resumed.stopped_step() == 4);
+  CHECK(resumed.best_step() == 2);
+  CHECK_THROWS_WITH_AS(resumed.restore({0.0, -1, -1, 0}), doctest::Contains("not one this hook wrote"),
+                       std::invalid_argument);
+}

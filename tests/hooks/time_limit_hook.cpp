@@ -114,3 +114,26 @@ TEST_CASE("TimeLimitHook: options and durations are validated") {
   CHECK(runhooks::TimeLimitHook({.max_secs = runhooks::parse_duration("00:12:00:00")}).options().max_secs ==
         43200.0);
 }
+
+namespace {
+// No global step: the hook counts its own runs between clock reads.
+struct StepLessBackend {
+  runhooks::ManualClock clock;
+  void run() { clock.advance(0.5); }
+};
+}  // namespace
+
+TEST_CASE("TimeLimitHook: on a backend without a global step it counts its own runs") {
+  fakes::LogCapture capture;
+  runhooks::ManualClock clock;
+  runhooks::TimeLimitHook<runhooks::ManualClock> hook({.max_secs = 3.0, .resolution_secs = 1e-9},
+                                                      clock);
+  runhooks::MonitoredSession session{StepLessBackend{clock}, std::ref(hook)};
+  int runs = 0;
+  while (!session.should_stop()) {
+    session.run();
+    ++runs;
+  }
+  CHECK(runs == 6);
+  CHECK(capture.contains("Elapsed time is 0:00:03. Stopping after this run"));
+}

@@ -103,6 +103,16 @@ struct EarlyStoppingOptions {
   }
 };
 
+// What a resume needs to go on where the hook was (Lightning saves wait, best and the reason;
+// Keras nothing): a small value that a checkpoint can hold once hooks have state there (issue 27,
+// item 9). best_step < 0: no best yet.
+struct EarlyStoppingState {
+  double best;
+  std::int64_t best_step;
+  std::int64_t wait;
+  std::int64_t checks;
+};
+
 // Keras' EarlyStopping on a key the backend computes (a validation loss, an accuracy). Every
 // every_n_iter runs the hook fetches MetricKey and makes one check, Keras' on_epoch_end: the
 // counter `wait` goes up by one; a value that improves on the best so far (by more than
@@ -207,6 +217,20 @@ class EarlyStoppingHook {
   // Why it asked to stop (not_stopped until it does), and the line it logged then (empty before).
   EarlyStoppingReason stop_reason() const noexcept { return reason_; }
   const std::string& stop_message() const noexcept { return message_; }
+
+  // The state a resume needs, and its restoration after begin() (which starts over).
+  EarlyStoppingState state() const noexcept {
+    return {best_step_ ? best_ : 0.0, best_step_.value_or(-1), wait_, checks_};
+  }
+  void restore(const EarlyStoppingState& state) {
+    if (state.wait < 0 || state.checks < 0 || (state.best_step >= 0 && std::isnan(state.best)))
+      throw std::invalid_argument("runhooks: EarlyStoppingHook::restore: a saved state with a "
+                                  "negative count or a NaN best is not one this hook wrote.");
+    best_ = state.best_step >= 0 ? state.best : worst();
+    best_step_ = state.best_step >= 0 ? std::optional(state.best_step) : std::nullopt;
+    wait_ = state.wait;
+    checks_ = state.checks;
+  }
 
  private:
   // Keras' starting best: every finite value improves on it.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -98,7 +99,9 @@ struct TimeLimitState {
 //   (limit 10 s, save margin 0 s).
 // It takes the coordinator to stop a session before its first step: the session then polls the
 // coordinator's flag on every step (tests/codegen: the "coordinator hook" row). Per silent step:
-// that poll, and one decrement and compare of its own count. A recovery keeps the clock running.
+// that poll, and one compare of the global step with the next step at which it reads the clock (a
+// decrement and compare of its own count on a backend without a global step). A recovery keeps
+// the clock running.
 // end() adds the session's time to the hook's, so a hook used for several sessions counts them
 // all, as Lightning's offset does. Many processes: the chief's clock decides (wrap the hook so
 // that only the chief runs it and its stop is voted; see docs/distributed.md).
@@ -116,6 +119,7 @@ class TimeLimitHook {
     started_ = false;
     stopped_ = false;
     runs_to_sample_ = 1;
+    next_sample_step_ = min_step;
     stride_ = 1;
     runs_ = 0;
     clock_reads_ = 0;
@@ -124,6 +128,7 @@ class TimeLimitHook {
 
   template <class Backend>
   void after_create_session(Backend&, Coordinator& coord) {
+    next_sample_step_ = min_step;  // a recovery may have moved the global step back
     if (!started_) {
       started_ = true;
       start_ = clock_.now();
@@ -137,8 +142,16 @@ class TimeLimitHook {
 
   template <class Ctx, class Values>
   void after_run(Ctx& run_context, const Values&) {
-    if (--runs_to_sample_ <= 0) [[unlikely]]
-      if (sample(detail_step(run_context))) run_context.request_stop();
+    // With a global step, one compare with the step of the next clock read (the session reads the
+    // step once per run for every hook); without one, a count of the hook's own runs.
+    if constexpr (requires { run_context.global_step(); }) {
+      const std::int64_t step = run_context.global_step();
+      if (step >= next_sample_step_) [[unlikely]]
+        if (sample(step, step)) run_context.request_stop();
+    } else {
+      if (--runs_to_sample_ <= 0) [[unlikely]]
+        if (sample(runs_ + stride_, -1)) run_context.request_stop();
+    }
   }
 
   template <class Backend>
@@ -171,21 +184,14 @@ class TimeLimitHook {
   C& clock() noexcept { return clock_; }
 
  private:
-  template <class Ctx>
-  static std::int64_t detail_step(Ctx& run_context) {
-    if constexpr (requires { run_context.global_step(); })
-      return run_context.global_step();
-    else
-      return -1;
-  }
-
   bool spent(double secs) const noexcept {
     return secs >= options_.max_secs - options_.save_margin_secs;
   }
 
-  [[gnu::noinline]] bool sample(std::int64_t step) {
+  // count: the global step, or the hook's runs since begin(); step: the global step or -1.
+  [[gnu::noinline]] bool sample(std::int64_t count, std::int64_t step) {
     ++clock_reads_;
-    runs_ += stride_;
+    runs_ = count;
     const double now = clock_.now();
     const double secs = offset_ + (now - start_);
     if (spent(secs)) {
@@ -193,12 +199,14 @@ class TimeLimitHook {
       log(Severity::info, message(secs, step >= 0 ? "at global step " + std::to_string(step)
                                                   : std::string("after this run")));
       runs_to_sample_ = 1;
+      next_sample_step_ = min_step;
       return true;
     }
     // The sampler's stride aims at 64 reads per period: a period of 64 resolutions gives one
     // read per resolution_secs.
-    stride_ = sampler_.stride(runs_, now, 64.0 * options_.resolution_secs);
+    stride_ = sampler_.stride(count, now, 64.0 * options_.resolution_secs);
     runs_to_sample_ = stride_;
+    next_sample_step_ = detail::saturating_add(count, stride_);
     return false;
   }
 
@@ -221,14 +229,16 @@ class TimeLimitHook {
 
   TimeLimitOptions options_;
   C clock_;
+  static constexpr std::int64_t min_step = std::numeric_limits<std::int64_t>::min();
   std::int64_t runs_to_sample_ = 1;
+  std::int64_t next_sample_step_ = min_step;
   double start_ = 0.0;
   double offset_ = 0.0;
   bool started_ = false;
   bool stopped_ = false;
   detail::ClockSampler sampler_;
   std::int64_t stride_ = 1;  // runs between the last sample and the next
-  std::int64_t runs_ = 0;    // runs since begin(), as of the last sample
+  std::int64_t runs_ = 0;    // the count at the last sample
   std::int64_t clock_reads_ = 0;
 };
 
