@@ -354,3 +354,39 @@ TEST_CASE("EarlyStopping: state() and restore() give a resumed hook the same dec
   CHECK_THROWS_WITH_AS(resumed.restore({0.0, -1, -1, 0}), doctest::Contains("not one this hook wrote"),
                        std::invalid_argument);
 }
+
+namespace {
+// A metric that declares higher is better (runhooks::DeclaresDirection).
+struct ValAccuracy : runhooks::Key<double> {
+  static constexpr std::string_view name = "val_accuracy";
+  static constexpr MetricMode direction = MetricMode::max;
+};
+struct AccuracyBackend {
+  std::vector<double> values;
+  std::int64_t step = 0;
+  void run() { ++step; }
+  std::int64_t global_step() const { return step; }
+  double fetch(ValAccuracy) const { return values.at(static_cast<std::size_t>(step - 1)); }
+};
+}  // namespace
+
+TEST_CASE("EarlyStopping: the mode comes from the key's declared direction; a contradicting one is an error") {
+  fakes::LogCapture capture;
+  EarlyStoppingHook<ValAccuracy> hook({.patience = 1});
+  CHECK(hook.mode() == MetricMode::max);
+  CHECK_FALSE(hook.options().mode.has_value());
+  runhooks::MonitoredSession session{AccuracyBackend{{0.5, 0.75, 0.875, 0.5}}, std::ref(hook)};
+  while (!session.should_stop()) session.run();
+  CHECK(hook.best() == 0.875);  // in mode min 0.5 would have been the best, and the stop at run 2
+  CHECK(hook.stopped_step() == 4);
+  // The same mode, said twice, is fine; the other one is not.
+  CHECK(EarlyStoppingHook<ValAccuracy>({.mode = MetricMode::max}).mode() == MetricMode::max);
+  CHECK_THROWS_WITH_AS(EarlyStoppingHook<ValAccuracy>({.mode = MetricMode::min}),
+                       "runhooks: EarlyStoppingOptions::mode is min, but the key val_accuracy "
+                       "declares direction max.",
+                       std::invalid_argument);
+  // A key without a direction: min unless told.
+  CHECK(EarlyStoppingHook<ValLoss>().mode() == MetricMode::min);
+  constexpr runhooks::EarlyStoppingOptions agreed{.mode = MetricMode::max};
+  static_assert((agreed.validate_for<ValAccuracy>(), true));
+}

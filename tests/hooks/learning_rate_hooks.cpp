@@ -209,3 +209,18 @@ TEST_CASE("LearningRateMonitorHook: the rate after the first run and every N ste
                        std::invalid_argument);
   CHECK_THROWS_AS(runhooks::LearningRateMonitorHook({.tag = ""}), std::invalid_argument);
 }
+
+namespace {
+struct Accuracy : runhooks::Key<double> {
+  static constexpr runhooks::MetricMode direction = runhooks::MetricMode::max;
+};
+}  // namespace
+
+TEST_CASE("ReduceLROnPlateau: the mode comes from the key's declared direction") {
+  CHECK(runhooks::ReduceLROnPlateauHook<Accuracy>().mode() == runhooks::MetricMode::max);
+  CHECK(runhooks::ReduceLROnPlateauHook<ValLoss>().mode() == runhooks::MetricMode::min);
+  CHECK_THROWS_WITH_AS(runhooks::ReduceLROnPlateauHook<Accuracy>({.mode = runhooks::MetricMode::min}),
+                       doctest::Contains("ReduceLROnPlateauOptions::mode is min, but the key Accuracy "
+                                         "declares direction max."),
+                       std::invalid_argument);
+}

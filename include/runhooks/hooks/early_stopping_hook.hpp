@@ -24,6 +24,48 @@ namespace runhooks {
 // Whether a smaller or a larger metric is better.
 enum class MetricMode { min, max };
 
+// A key may declare which is better, beside its name:
+//   struct Accuracy : runhooks::Key<float> {
+//     static constexpr runhooks::MetricMode direction = runhooks::MetricMode::max;
+//   };
+// and the hooks that monitor it (EarlyStoppingHook, ReduceLROnPlateauHook) then take their mode
+// from it; a mode given in their options that contradicts it is an error (Keras instead guesses
+// from the metric's name at run time, and raises for a name it does not know).
+template <class K>
+concept DeclaresDirection = requires {
+  { K::direction } -> std::convertible_to<MetricMode>;
+};
+
+template <KeyType K>
+constexpr std::optional<MetricMode> key_direction() noexcept {
+  if constexpr (DeclaresDirection<K>)
+    return static_cast<MetricMode>(K::direction);
+  else
+    return std::nullopt;
+}
+
+namespace detail {
+constexpr const char* mode_name(MetricMode mode) noexcept {
+  return mode == MetricMode::min ? "min" : "max";
+}
+// The mode a monitoring hook uses: the options' if given, else the key's direction, else min. A
+// given mode that contradicts the key's direction is std::invalid_argument naming the option, the
+// key and both modes, and a compile error where evaluated at compile time (constexpr options:
+// `static_assert((options.validate_for<Accuracy>(), true));`).
+template <KeyType K>
+constexpr MetricMode resolve_mode(std::optional<MetricMode> mode, const char* option) {
+  constexpr std::optional<MetricMode> declared = key_direction<K>();
+  if (mode && declared && *mode != *declared) {
+    if (std::is_constant_evaluated())
+      throw "runhooks: the options' mode contradicts the direction the key declares";
+    throw std::invalid_argument("runhooks: " + std::string(option) + " is " + mode_name(*mode) +
+                                ", but the key " + std::string(key_name<K>()) +
+                                " declares direction " + mode_name(*declared) + ".");
+  }
+  return mode ? *mode : declared.value_or(MetricMode::min);
+}
+}  // namespace detail
+
 // Why an EarlyStoppingHook asked to stop: Lightning's EarlyStoppingReason.
 enum class EarlyStoppingReason {
   not_stopped,
@@ -34,7 +76,8 @@ enum class EarlyStoppingReason {
 };
 
 struct EarlyStoppingOptions {
-  MetricMode mode = MetricMode::min;
+  // Unset: the key's declared direction (DeclaresDirection), else min.
+  std::optional<MetricMode> mode{};
   // An improvement must beat the best value by more than this (Keras: |min_delta|). At least 0.
   double min_delta = 0.0;
   // Checks without improvement before the stop. At least 0.
@@ -101,6 +144,13 @@ struct EarlyStoppingOptions {
     }
     return *this;
   }
+  // validate(), and the mode against the direction key K declares (a compile error when constexpr).
+  template <KeyType K>
+  constexpr const EarlyStoppingOptions& validate_for() const {
+    validate();
+    detail::resolve_mode<K>(mode, "EarlyStoppingOptions::mode");
+    return *this;
+  }
 };
 
 // What a resume needs to go on where the hook was (Lightning saves wait, best and the reason;
@@ -152,7 +202,9 @@ class EarlyStoppingHook {
 
  public:
   explicit EarlyStoppingHook(EarlyStoppingOptions options = {})
-      : options_(options.validate()), runs_to_check_(options_.every_n_iter) {}
+      : options_(options.validate()),
+        mode_(detail::resolve_mode<MetricKey>(options_.mode, "EarlyStoppingOptions::mode")),
+        runs_to_check_(options_.every_n_iter) {}
   // Chosen when no other constructor fits, most often for braced options with a misspelt field:
   // the error names EarlyStoppingOptions and its fields (detail/no_constructor_fits.hpp).
   template <class Hint = detail::write_the_options_type<
@@ -203,6 +255,8 @@ class EarlyStoppingHook {
   }
 
   const EarlyStoppingOptions& options() const noexcept { return options_; }
+  // The mode in use: the options', else the key's declared direction, else min.
+  MetricMode mode() const noexcept { return mode_; }
   // Keras' state: the best value so far (empty while no checked value has improved on the
   // starting +-inf: none checked yet, or each was NaN or the wrong infinity), `wait`, and the
   // checks made since begin().
@@ -235,13 +289,13 @@ class EarlyStoppingHook {
  private:
   // Keras' starting best: every finite value improves on it.
   double worst() const noexcept {
-    return options_.mode == MetricMode::min ? std::numeric_limits<double>::infinity()
+    return mode_ == MetricMode::min ? std::numeric_limits<double>::infinity()
                                             : -std::numeric_limits<double>::infinity();
   }
 
   // False whenever value is NaN.
   bool improves(double value, double reference) const noexcept {
-    return options_.mode == MetricMode::min ? value + options_.min_delta < reference
+    return mode_ == MetricMode::min ? value + options_.min_delta < reference
                                             : value - options_.min_delta > reference;
   }
 
@@ -272,7 +326,7 @@ class EarlyStoppingHook {
 
   // Lightning's monitor_op: value < reference in mode min (> in max), with no min_delta.
   bool improves_strictly(double value, double reference) const noexcept {
-    return options_.mode == MetricMode::min ? value < reference : value > reference;
+    return mode_ == MetricMode::min ? value < reference : value > reference;
   }
 
   bool stop(std::int64_t step, EarlyStoppingReason why, double value) {
@@ -285,8 +339,8 @@ class EarlyStoppingHook {
   }
 
   std::string threshold_reason(std::int64_t step, EarlyStoppingReason why, double value) const {
-    const char* better = options_.mode == MetricMode::min ? "<" : ">";
-    const char* worse = options_.mode == MetricMode::min ? ">" : "<";
+    const char* better = mode_ == MetricMode::min ? "<" : ">";
+    const char* worse = mode_ == MetricMode::min ? ">" : "<";
     std::string line = "EarlyStoppingHook: stopping at global step " + std::to_string(step) +
                        ": " + std::string(key_name<MetricKey>()) + " = " +
                        detail::format_number(value);
@@ -311,7 +365,7 @@ class EarlyStoppingHook {
                        ": " + name;
     if (!best_step_) {
       // Nothing improved on the starting +-inf, which is no value of the metric to report.
-      line += std::string(" was NaN or ") + (options_.mode == MetricMode::min ? "+inf" : "-inf") +
+      line += std::string(" was NaN or ") + (mode_ == MetricMode::min ? "+inf" : "-inf") +
               " at each of its " + std::to_string(wait_) + " checks (patience " +
               std::to_string(options_.patience) + "), so it has no best.";
       return line;
@@ -327,6 +381,7 @@ class EarlyStoppingHook {
   }
 
   EarlyStoppingOptions options_;
+  MetricMode mode_;  // the options' mode, else the key's direction, else min
   std::int64_t runs_to_check_;
   std::int64_t wait_ = 0;
   std::int64_t checks_ = 0;

@@ -25,7 +25,8 @@
 namespace runhooks {
 
 struct ReduceLROnPlateauOptions {
-  MetricMode mode = MetricMode::min;
+  // Unset: the key's declared direction (DeclaresDirection), else min.
+  std::optional<MetricMode> mode{};
   // The new rate is the old one times this. At least 0 and below 1 (Keras rejects >= 1).
   double factor = 0.1;
   // Checks without improvement before a reduction. At least 0.
@@ -74,6 +75,13 @@ struct ReduceLROnPlateauOptions {
     }
     return *this;
   }
+  // validate(), and the mode against the direction key K declares (a compile error when constexpr).
+  template <KeyType K>
+  constexpr const ReduceLROnPlateauOptions& validate_for() const {
+    validate();
+    detail::resolve_mode<K>(mode, "ReduceLROnPlateauOptions::mode");
+    return *this;
+  }
 };
 
 // What a resume needs to go on where the hook was (Keras loses it, keras#14862): a small value
@@ -111,7 +119,9 @@ class ReduceLROnPlateauHook {
 
  public:
   explicit ReduceLROnPlateauHook(ReduceLROnPlateauOptions options = {})
-      : options_(options.validate()), runs_to_check_(options_.every_n_iter) {}
+      : options_(options.validate()),
+        mode_(detail::resolve_mode<MetricKey>(options_.mode, "ReduceLROnPlateauOptions::mode")),
+        runs_to_check_(options_.every_n_iter) {}
   // Chosen when no other constructor fits, most often for braced options with a misspelt field:
   // the error names ReduceLROnPlateauOptions and its fields (detail/no_constructor_fits.hpp).
   template <class Hint = detail::write_the_options_type<
@@ -157,6 +167,7 @@ class ReduceLROnPlateauHook {
   }
 
   const ReduceLROnPlateauOptions& options() const noexcept { return options_; }
+  MetricMode mode() const noexcept { return mode_; }
   // Keras' state: the best value (empty while nothing improved on the starting +-inf), wait, the
   // cooldown counter; the checks since begin() and the reductions made.
   std::optional<double> best() const noexcept {
@@ -184,12 +195,12 @@ class ReduceLROnPlateauHook {
   static constexpr bool active = detail::fetches_all<Backend, MetricKey> && HasLearningRate<Backend>;
 
   double worst() const noexcept {
-    return options_.mode == MetricMode::min ? std::numeric_limits<double>::infinity()
+    return mode_ == MetricMode::min ? std::numeric_limits<double>::infinity()
                                             : -std::numeric_limits<double>::infinity();
   }
   // False whenever value is NaN.
   bool improves(double value, double reference) const noexcept {
-    return options_.mode == MetricMode::min ? value + options_.min_delta < reference
+    return mode_ == MetricMode::min ? value + options_.min_delta < reference
                                             : value - options_.min_delta > reference;
   }
 
@@ -227,6 +238,7 @@ class ReduceLROnPlateauHook {
   }
 
   ReduceLROnPlateauOptions options_;
+  MetricMode mode_;  // the options' mode, else the key's direction, else min
   std::int64_t runs_to_check_;
   double best_ = worst();
   std::int64_t wait_ = 0;
