@@ -15,7 +15,10 @@ usage_test() {
     clang     build/clang  clang++  debug; the header self-containment checks
                                             only in gcc (one standard library, issue 30)
     asan      build/asan   clang++  debug, -Db_sanitize=address,undefined; MPI and torch
-                                            as in gcc but c10d's. Every ASan, LeakSanitizer or UBSan
+                                            as in gcc (the slowest c10d cases left out:
+                                            tests/torch/distributed/meson.build,
+                                            examples/torch/meson.build).
+                                            Every ASan, LeakSanitizer or UBSan
                                             report fails its test; LeakSanitizer ignores
                                             only Open MPI's own leaks in the MPI tests
                                             (tests/sanitizers/lsan-openmpi.supp). Not
@@ -184,7 +187,7 @@ test_suite_asan() {
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1} \
     MESON_TEST_ARGS=--timeout-multiplier=3 \
     suite asan build/asan clang++ "${STRICT[@]}" -Dbuildtype=debug -Db_sanitize=address,undefined \
-    -Db_lundef=false -Dbenchmarks=disabled -Dmpi=enabled "${TORCH_SETUP[@]}" -Dtorch_distributed=disabled
+    -Db_lundef=false -Dbenchmarks=disabled -Dmpi=enabled "${TORCH_SETUP[@]}"
 }
 
 # The examples once more under ThreadSanitizer: staggered_workers shares a global step between

@@ -311,9 +311,11 @@ def case_env(python, program):
         (job_variables(GLOO_SOCKET_IFNAME="eth0,,lo"),
          "environment variable GLOO_SOCKET_IFNAME='eth0,,lo' is not a comma-separated list"),
     ]
-    for variables, expected in cases:
-        variables = {k: v for k, v in variables.items() if v is not None}
-        code, output, secs = alone(program, ["connect"], variables)
+    cases = [({k: v for k, v in variables.items() if v is not None}, expected)
+             for variables, expected in cases]
+    with ThreadPoolExecutor(4) as pool:  # each is a process start-up, most of its time
+        results = list(pool.map(lambda case: alone(program, ["connect"], case[0]), cases))
+    for (variables, expected), (code, output, secs) in zip(cases, results):
         check(code == 1, f"exit {code}, not 1, for {variables}", output)
         line = "runhooks: a process not yet in a c10d job: error: runhooks: " + expected
         check(line in output, f"no '{line}'", output)
@@ -337,8 +339,10 @@ def case_no_store(python, program):
          "served by this rank (TORCHELASTIC_USE_AGENT_STORE=False), was not joined by every rank "
          "within C10dOptions::timeout_secs = 2 s"),
     ]
-    for variables, expected in cases:
-        code, output, secs = alone(program, ["connect", "--timeout-secs", 2], variables)
+    with ThreadPoolExecutor(len(cases)) as pool:  # at once: each waits for its 2 s timeout
+        results = list(pool.map(
+            lambda case: alone(program, ["connect", "--timeout-secs", 2], case[0]), cases))
+    for (variables, expected), (code, output, secs) in zip(cases, results):
         expected = expected.format(port=variables["MASTER_PORT"])
         check(code == 1, f"exit {code}, not 1", output)
         check(expected in output, f"no '{expected}'", output)
@@ -372,15 +376,20 @@ def case_silent_store(python, program):
                   "torchrun's agent"),
                  ("a listener that never reads", listener.getsockname()[1], "False", "rank 0"),
                  ("a stopped TCPStore server", frozen_port, "True", "torchrun's agent")]
-        for what, port, agent, served_by in cases:
-            code, output, secs = alone(
-                program, ["connect", "--timeout-secs", 2],
-                job_variables(MASTER_PORT=str(port), TORCHELASTIC_USE_AGENT_STORE=agent),
-                timeout=30)
+        def attempt(case):
+            _, port, agent, _ = case
+            return alone(program, ["connect", "--timeout-secs", 2],
+                         job_variables(MASTER_PORT=str(port), TORCHELASTIC_USE_AGENT_STORE=agent),
+                         timeout=30)
+        with ThreadPoolExecutor(len(cases)) as pool:  # at once: each waits 4 s for nothing
+            results = list(pool.map(attempt, cases))
+        for (what, port, agent, served_by), (code, output, secs) in zip(cases, results):
             expected = (f"runhooks: rank 1 of 2: error: cannot reach the job's store at "
                         f"MASTER_ADDR:MASTER_PORT = 127.0.0.1:{port} (served by {served_by}) "
-                        f"within C10dOptions::timeout_secs = 2 s: it accepted the connection but "
-                        f"did not answer")
+                        f"within C10dOptions::timeout_secs = 2 s; is the program launched by "
+                        f"torchrun, and is MASTER_PORT its store's? (no answer: c10d's TCPStore "
+                        f"was still waiting, as it does for ever on a port that accepts and never "
+                        f"answers, such as a frozen store's); ending the job")
             check(code == 1, f"{what}: exit {code}, not 1", output)
             check(expected in output, f"{what}: no '{expected}'", output)
             check(2.0 <= secs < 2.0 + 8.0, f"{what}: {secs:.1f} s to give up with a 2 s timeout",

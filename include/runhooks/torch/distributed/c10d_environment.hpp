@@ -302,17 +302,18 @@ class C10dEnvironment {
     throw C10dError(
         who + "cannot reach " + where + " (served by " +
         (variables_.use_agent_store ? std::string("torchrun's agent") : "rank 0") + ") within " +
-        timeout_text() +
-        (done ? std::string()
-              : ": it accepted the connection but did not answer (a frozen store, or another "
-                "program's port)") +
-        "; is the program launched by torchrun, and is MASTER_PORT its store's?" +
-        (done ? " (c10d: " + cause + ")" : std::string()));
+        timeout_text() + "; is the program launched by torchrun, and is MASTER_PORT its store's?" +
+        (done ? " (c10d: " + cause + ")"
+              : std::string(" (no answer: c10d's TCPStore was still waiting, as it does for ever "
+                            "on a port that accepts and never answers, such as a frozen store's)")));
   }
 
   // How long after timeout_secs runhooks gives up on a store that c10d still waits for: c10d
-  // counts its wait for the ranks in whole seconds (so it may end a second late), and its own
-  // error, which names the cause, should come first.
+  // counts its wait for the ranks in whole seconds (so it may end a second late) and retries a
+  // connect after a jittered back-off (under ASan on 2 busy cores, its error for nothing
+  // listening came 4 s after a 2 s timeout), and its error, which names the cause, should come
+  // first where it can. Past the grace, the error says that c10d was still waiting, not why: a
+  // port that accepts and never answers, or a connect still being retried, look the same.
   static constexpr std::chrono::seconds store_grace() { return std::chrono::seconds(2); }
 
   c10::intrusive_ptr<c10d::ProcessGroupGloo> connect_process_group() const {
