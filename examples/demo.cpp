@@ -182,7 +182,9 @@ int main(int argc, char** argv) {
   std::printf("initial loss %.4f\n", double{initial_loss});
 
   while (!session.should_stop()) session.run();
-  session.close();  // every end(): the progress bar's last line, the summaries flushed
+  // Every end(): the summaries flushed, and in a log the progress bar's last line (on a terminal
+  // the bar drew it as the loop ended).
+  session.close();
 
   const LogisticRegression& model = session.raw_session();
   std::printf("after %lld steps:\n", static_cast<long long>(model.global_step()));
