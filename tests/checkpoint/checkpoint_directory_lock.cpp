@@ -203,3 +203,30 @@ TEST_CASE("directory lock: a killed writer's fork()ed children do not keep its l
   CHECK(ckpt::latest_step(dir.path) == 1);
   orphan.close_write();  // the orphan ends
 }
+
+// The fresh temporaries runhooks writes whole (the write probe, the state file's temporary, a copy
+// where hard links fail) are created new: a link or a file already at the name is an error, never
+// followed, never truncated (detail::write_file_durably; before, it opened with O_CREAT | O_TRUNC).
+TEST_CASE("a temporary's name already taken: refused, neither followed nor truncated") {
+  TempDir dir;
+  TempDir outside;
+  const fs::path target = outside.path / "victim.txt";
+  put_text(target, "the user's data");
+  const fs::path link = dir.path / "checkpoint.tmp-0123456789abcdef";
+  fs::create_symlink(target, link);
+  CHECK_THROWS_WITH_AS(runhooks::detail::write_file_durably(link, "runhooks"),
+                       doctest::Contains("File exists"), CheckpointError);
+  CHECK(ckpt::read_text(target) == "the user's data");
+  fs::remove(link);
+  const fs::path dangling = dir.path / ".runhooks-probe-0123456789abcdef";
+  fs::create_symlink(outside.path / "made-by-us", dangling);
+  CHECK_THROWS_AS(runhooks::detail::write_file_durably(dangling, "runhooks"), CheckpointError);
+  CHECK_FALSE(fs::exists(outside.path / "made-by-us"));
+  const fs::path plain = dir.path / "checkpoint.tmp-fedcba9876543210";
+  put_text(plain, "not ours");
+  CHECK_THROWS_AS(runhooks::detail::write_file_durably(plain, "runhooks"), CheckpointError);
+  CHECK(ckpt::read_text(plain) == "not ours");
+  const fs::path fresh = dir.path / "checkpoint.tmp-00000000000000ff";
+  runhooks::detail::write_file_durably(fresh, "runhooks");
+  CHECK(ckpt::read_text(fresh) == "runhooks");
+}

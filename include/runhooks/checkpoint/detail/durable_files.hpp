@@ -89,6 +89,19 @@ class FileDescriptor {
     return FileDescriptor(fd, path);
   }
 
+  // Creates a file that must not exist yet, mode 0644: a name that is already there, a
+  // symbolic link planted at it included, is an error and is neither followed nor truncated
+  // (issue 29). For the fresh temporaries runhooks names itself (a random token in each name).
+  static FileDescriptor create_new(const std::filesystem::path& path) {
+    check_file_operation(path);
+    int fd;
+    do {
+      fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) throw_file_error("cannot create", path, errno);
+    return FileDescriptor(fd, path);
+  }
+
   // Opens an existing file or directory read-only (for reading, or for fsync).
   static FileDescriptor open_read(const std::filesystem::path& path, bool directory = false) {
     int fd;
@@ -164,9 +177,11 @@ inline void fsync_path(const std::filesystem::path& path, bool directory = false
   fd.close();
 }
 
-// Writes `text` to `path` (created or truncated), fsyncs and closes it.
+// Writes `text` to `path`, a new file (FileDescriptor::create_new: nothing may be there yet),
+// fsyncs and closes it. Its callers write fresh temporaries: the write probe, the state file's
+// temporary and a copy made where hard links fail.
 inline void write_file_durably(const std::filesystem::path& path, std::string_view text) {
-  FileDescriptor fd = FileDescriptor::create(path);
+  FileDescriptor fd = FileDescriptor::create_new(path);
   fd.write_all(text.data(), text.size());
   fd.sync();
   fd.close();
