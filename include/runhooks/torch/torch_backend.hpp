@@ -258,7 +258,9 @@ inline bool is_zip_end_record(const char* record, std::size_t comment_size) noex
          static_cast<std::uint8_t>(record[21]) == (comment_size >> 8);
 }
 
-inline std::string hex32(std::uint32_t value) {
+// Eight lowercase hex digits, as the archive's comment records a checksum (summary/event_reader.hpp
+// has hex32, "0x"-prefixed, for its messages).
+inline std::string checksum_hex(std::uint32_t value) {
   char text[9];
   std::snprintf(text, sizeof text, "%08x", static_cast<unsigned>(value));
   return text;
@@ -277,7 +279,7 @@ inline void append_torch_checksum(std::string& out, std::string_view end, std::u
   crc = crc32c_extend(crc, record.data(), record.size());
   out += record;
   out += torch_checksum_label;
-  out += hex32(crc);
+  out += checksum_hex(crc);
 }
 
 // Creates `file` for writing (truncated when it exists), refusing a symbolic link there: a planted
@@ -416,7 +418,7 @@ inline void check_torch_archive(std::string_view bytes, const std::filesystem::p
     const std::uint32_t computed = crc32c_extend(0, bytes.data(), body);
     if (computed != recorded)
       throw CheckpointError("runhooks: " + quoted_path(file) + " fails its checksum (CRC-32C " +
-                            hex32(recorded) + " recorded, " + hex32(computed) +
+                            checksum_hex(recorded) + " recorded, " + checksum_hex(computed) +
                             " computed): the file is corrupt.");
     return;
   }
