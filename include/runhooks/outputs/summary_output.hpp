@@ -10,7 +10,9 @@
 
 #include <runhooks/detail/config.hpp>
 #include <runhooks/hooks/step_counter_hook.hpp>
-#include <runhooks/summary/event_writer.hpp>
+#include <runhooks/summary/detail/event_encoding.hpp>
+#include <runhooks/summary/event_file_writer.hpp>
+#include <runhooks/summary/event_writer_cache.hpp>
 
 namespace runhooks {
 

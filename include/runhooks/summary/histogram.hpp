@@ -1,23 +1,18 @@
 // Defines `runhooks::Histogram`, TensorFlow's histogram of a tensor's values (the one
-// tf.compat.v1.summary.histogram writes), and the protobuf encoding of summaries that hold
-// histograms and scalars, for EventFileWriter::add_event.
+// tf.compat.v1.summary.histogram writes) and its HistogramProto encoding.
 #pragma once
 
 #include <runhooks/detail/config.hpp>
 
 #include <algorithm>
-#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <span>
-#include <stdexcept>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include <runhooks/summary/event_writer.hpp>
+#include <runhooks/summary/detail/protobuf_wire.hpp>
 
 namespace runhooks {
 namespace detail {
@@ -40,8 +35,7 @@ inline const std::vector<double>& default_bucket_limits() {
   return limits;
 }
 
-// Field numbers of tensorflow/core/framework/summary.proto (HistogramProto, Summary.Value) and
-// tensorflow/core/util/event.proto (SessionLog).
+// Field numbers of HistogramProto (tensorflow/core/framework/summary.proto).
 inline constexpr std::uint32_t histogram_min_field = 1;           // double
 inline constexpr std::uint32_t histogram_max_field = 2;           // double
 inline constexpr std::uint32_t histogram_num_field = 3;           // double
@@ -49,22 +43,6 @@ inline constexpr std::uint32_t histogram_sum_field = 4;           // double
 inline constexpr std::uint32_t histogram_sum_squares_field = 5;   // double
 inline constexpr std::uint32_t histogram_bucket_limit_field = 6;  // repeated double, packed
 inline constexpr std::uint32_t histogram_bucket_field = 7;        // repeated double, packed
-inline constexpr std::uint32_t value_histo_field = 5;             // HistogramProto, in oneof
-
-// A proto3 double: omitted when its bits are zero (0.0, not -0.0), as protobuf does.
-inline void put_double(std::string& out, std::uint32_t field, double value) {
-  const auto bits = std::bit_cast<std::uint64_t>(value);
-  if (bits == 0) return;
-  put_key(out, field, WireType::fixed64);
-  put_little_endian(out, bits, 8);
-}
-
-inline void put_packed_doubles(std::string& out, std::uint32_t field, std::span<const double> values) {
-  if (values.empty()) return;
-  put_key(out, field, WireType::length_delimited);
-  put_varint(out, 8 * values.size());
-  for (const double v : values) put_little_endian(out, std::bit_cast<std::uint64_t>(v), 8);
-}
 
 }  // namespace detail
 
@@ -168,42 +146,8 @@ class Histogram {
   std::uint64_t nan_count_ = 0;
 };
 
-// A Summary proto built value by value, as tf.compat.v1.summary.merge_all() merges its values
-// into one: add_scalar (Value.simple_value, a float) and add_histogram (Value.histo). what()
-// is the Event field that carries it, for EventFileWriter::add_event. A tag that is not UTF-8
-// is std::invalid_argument naming it, and nothing is added (EventFileWriter's rule).
-class SummaryEncoder {
- public:
-  void add_scalar(std::string_view tag, float value) {
-    detail::check_summary_tag("SummaryEncoder::add_scalar", tag);
-    std::string v;
-    if (!tag.empty()) detail::put_length_delimited(v, detail::value_tag_field, tag);
-    detail::put_key(v, detail::value_simple_value_field, detail::WireType::fixed32);
-    detail::put_little_endian(v, std::bit_cast<std::uint32_t>(value), 4);
-    detail::put_length_delimited(summary_, detail::summary_value_field, v);
-  }
-
-  void add_histogram(std::string_view tag, const Histogram& histogram) {
-    detail::check_summary_tag("SummaryEncoder::add_histogram", tag);
-    std::string v;
-    if (!tag.empty()) detail::put_length_delimited(v, detail::value_tag_field, tag);
-    detail::put_length_delimited(v, detail::value_histo_field, histogram.encode());
-    detail::put_length_delimited(summary_, detail::summary_value_field, v);
-  }
-
-  // The Summary message's bytes.
-  const std::string& summary() const noexcept { return summary_; }
-
-  // Event.summary, tag and length included.
-  std::string what() const {
-    std::string out;
-    detail::put_length_delimited(out, detail::event_summary_field, summary_);
-    return out;
-  }
-
- private:
-  std::string summary_;
-};
-
-
 }  // namespace runhooks
+
+// SummaryEncoder was defined here before issue 30; included so that code including this header for
+// it still compiles (summary_encoder.hpp includes this one first, so either order works).
+#include <runhooks/summary/summary_encoder.hpp>
