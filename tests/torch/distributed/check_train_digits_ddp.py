@@ -25,15 +25,16 @@ the program links). Without the digits data (CSV empty or missing) every case bu
             (PR_SET_PDEATHSIG, set by C10dEnvironment), and every rank stops after the same step,
             the chief writing the final checkpoint at it, within 30 s; no orphan trains on.
   node-launcher-killed
-            two torchrun agents on 127.0.0.1 (--nnodes 1:2, c10d rendezvous, one worker each,
-            --max-restarts 3), as two machines: after a checkpoint the second agent alone is
-            SIGKILLed. Its worker leaves the job at once, naming the cause, with no stop vote (one
-            would stop every rank, and the surviving agent would report a success with most
-            steps never trained); the survivor's agent restarts its group at world size 1, which
-            resumes at the chief's last complete checkpoint and trains every step, exit 0.
+            two torchrun agents on 127.0.0.1 (--nnodes 1:2, c10d rendezvous, its store in a
+            process of its own, one worker each, --max-restarts 3), as two machines: after a
+            checkpoint the chief's agent alone is SIGKILLed. Its worker leaves the job at once,
+            naming the cause, with no stop vote (one would stop every rank, and the surviving
+            agent would report a success with most steps never trained); the survivor's agent
+            restarts its group at world size 1, which resumes at the chief's last complete
+            checkpoint and trains every step, exit 0.
   node-killed
-            the same, but the second machine dies whole (its agent and its worker SIGKILLed):
-            the same end.
+            the same, but the other machine (rank 1) dies whole (its agent and its worker
+            SIGKILLed): the same end.
   throw     rank 1 throws after step 40 (--throw-at-step): the job ends within the collective
             timeout (10 s), naming rank 1 and the error, also in torchrun's failure report
             (through the worker's TORCHELASTIC_ERROR_FILE); no hang.
@@ -393,51 +394,69 @@ def case_launcher_killed(args):
 
 
 def two_agents(args, model_dir, steps):
-    """Two torchrun agents on 127.0.0.1 as two machines of one elastic job (one worker each):
-    (host, other), the first hosting the c10d rendezvous' store (which the workers share). The
-    rendezvous waits 2 s for a second machine once one is there, and takes a machine whose agent
-    stopped beating for 2 s as gone (torchrun's defaults: 30 s and 15 s)."""
+    """Two torchrun agents on 127.0.0.1 as two machines of one elastic job (one worker each), and
+    the c10d rendezvous' store (which the workers share) in a process of its own, as a cluster's
+    would be, so that either machine may be lost: (store, [agent, agent]). The rendezvous waits
+    2 s for a second machine once one is there, and takes a machine whose agent stopped beating
+    for 2 s as gone (torchrun's defaults: 30 s and 15 s)."""
     port = free_port()
-    def agent(is_host):
+    store = subprocess.Popen(
+        [args.python, "-c", "import sys, time; from torch.distributed import TCPStore; "
+         f"s = TCPStore('127.0.0.1', {port}, is_master=True, wait_for_workers=False); "
+         "time.sleep(600)"], stdin=subprocess.DEVNULL)
+    def agent():
         return Job([args.python, "-m", "torch.distributed.run", "--nnodes", "1:2",
                     "--nproc-per-node", 1, "--rdzv-backend", "c10d",
                     "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "runhooks-two-machines",
-                    "--rdzv-conf", f"is_host={is_host},last_call_timeout=2,"
-                                   "keep_alive_interval=1,keep_alive_max_attempt=2",
+                    "--rdzv-conf", "is_host=0,last_call_timeout=2,keep_alive_interval=1,"
+                                   "keep_alive_max_attempt=2",
                     "--max-restarts", 3, "--no-python", args.program, "--engine", "c10d",
                     "--timeout-secs", 10, "--data", args.data, "--model-dir", model_dir,
                     "--steps", steps, "--save-steps", 100, "--log-every", 100],
                    env_one_thread())
-    return agent(1), agent(0)
+    return store, [agent(), agent()]
+
+
+def worker_rank(pid):
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+    return int(env[b"RANK"])
 
 
 def case_machine_lost(args, whole):
-    """node-killed (whole) and node-launcher-killed: see the module's doc."""
+    """node-launcher-killed (the chief's machine loses its agent) and node-killed (the other
+    machine dies whole): see the module's doc."""
     steps = 1500
     with tempfile.TemporaryDirectory(prefix="runhooks-ddp-") as tmp:
-        host, other = two_agents(args, tmp, steps)
+        store, agents = two_agents(args, tmp, steps)
         workers = []
+        def both():
+            return (agents[0].output() + "\n---- the other agent ----\n" + agents[1].output())
         try:
             deadline = time.monotonic() + BOUND_SECS
-            while not re.search(r"saved checkpoint .*model\.ckpt-200$",
-                                host.output() + other.output(), re.M):
-                check(time.monotonic() < deadline and host.process.poll() is None and
-                      other.process.poll() is None, "no checkpoint at step 200 from two agents",
-                      host.output() + "\n---- the other agent ----\n" + other.output())
+            while not re.search(r"saved checkpoint .*model\.ckpt-200$", both(), re.M):
+                check(time.monotonic() < deadline and all(a.process.poll() is None
+                                                          for a in agents),
+                      "no checkpoint at step 200 from two agents", both())
                 time.sleep(0.02)
-            check(re.search(r"over 2 ranks", host.output() + other.output()),
-                  "the job did not start on 2 machines", host.output() + other.output())
-            workers = children(host.process.pid) + children(other.process.pid)
-            victim = children(other.process.pid)
-            check(len(victim) == 1 and len(workers) == 2, f"expected one worker per agent, got "
-                  f"{workers}", host.output() + other.output())
+            check(re.search(r"over 2 ranks", both()), "the job did not start on 2 machines",
+                  both())
+            per_agent = [children(a.process.pid) for a in agents]
+            check([len(w) for w in per_agent] == [1, 1], f"expected one worker per agent, got "
+                  f"{per_agent}", both())
+            workers = [w[0] for w in per_agent]
+            # The chief's machine loses its agent; the other machine dies whole: between them,
+            # the survivor goes on as the chief and as a rank that becomes it.
+            lost_rank = 1 if whole else 0
+            i = [worker_rank(w) for w in workers].index(lost_rank)
+            lost, survivor, victim = agents[i], agents[1 - i], workers[i]
             if whole:
-                os.kill(victim[0], signal.SIGKILL)
-            os.kill(other.process.pid, signal.SIGKILL)
+                os.kill(victim, signal.SIGKILL)
+            os.kill(lost.process.pid, signal.SIGKILL)
             killed = time.monotonic()
-            print(f"SIGKILLed the second agent (pid {other.process.pid})" +
-                  (f" and its worker (pid {victim[0]})" if whole else
-                   f"; its worker (pid {victim[0]}) lives on"))
+            print(f"SIGKILLed the agent (pid {lost.process.pid}) of rank {lost_rank}" +
+                  (f" and its worker (pid {victim})" if whole else
+                   f"; its worker (pid {victim}) lives on"))
             # Both workers of the 2-machine group end (the lost machine's, and the survivor's
             # when its collective fails); then the state file names the chief's last complete
             # checkpoint, before the survivor's agent, after a rendezvous of 2 s at least,
@@ -445,27 +464,24 @@ def case_machine_lost(args, whole):
             while any(alive(w) for w in workers) and time.monotonic() - killed < 30:
                 time.sleep(0.02)
             left = [w for w in workers if alive(w)]
-            check(not left, f"workers {left} still ran 30 s after the kill",
-                  host.output() + "\n---- the other agent ----\n" + other.output())
+            check(not left, f"workers {left} still ran 30 s after the kill", both())
             at = last_checkpoint(tmp)
-            other.process.wait()
-            other.reader.join(10)
-            lost = other.output()
-            before = host.output()
-            early = per_rank(r"^rank (\d+) stopped at step (\d+)$", before + lost)
+            lost.process.wait()
+            lost.reader.join(10)
+            before = survivor.output()
+            early = per_rank(r"^rank (\d+) stopped at step (\d+)$", before + lost.output())
             check(not early, f"the machine's loss stopped the job: {early} (a stop vote; the "
-                  f"surviving agent would take it for a success)",
-                  before + "\n---- the other agent ----\n" + lost)
+                  f"surviving agent would take it for a success)", both())
             if not whole:
-                expected = (r"runhooks: rank \d of 2: its launcher \(torchrun's agent, pid "
-                            rf"{other.process.pid}\) died, and other machines take part in the "
-                            r"job \(LOCAL_WORLD_SIZE=1, WORLD_SIZE=2\): leaving it as a lost "
+                expected = (rf"runhooks: rank {lost_rank} of 2: its launcher \(torchrun's agent, "
+                            rf"pid {lost.process.pid}\) died, and other machines take part in "
+                            r"the job \(LOCAL_WORLD_SIZE=1, WORLD_SIZE=2\): leaving it as a lost "
                             r"machine does, without a stop vote")
-                check(re.search(expected, lost), "the orphaned worker did not say why it left",
-                      lost)
+                check(re.search(expected, lost.output()),
+                      "the orphaned worker did not say why it left", lost.output())
             print(f"both workers ended {time.monotonic() - killed:.1f} s after the kill, none "
                   f"stopped; the chief's last checkpoint: step {at}")
-            code, output, secs = host.finish()
+            code, output, secs = survivor.finish()
             check(code == 0, f"the surviving agent exited {code}", output)
             after = output[len(before):]
             check(re.search(r"over 1 ranks", after), "the survivor did not go on at world size 1",
@@ -481,9 +497,11 @@ def case_machine_lost(args, whole):
             for pid in workers:
                 if alive(pid):
                     os.kill(pid, signal.SIGKILL)
-            for job in (host, other):
+            for job in agents:
                 if job.process.poll() is None:
                     job.kill()
+            store.kill()
+            store.wait()
 
 
 def case_throw(args):
