@@ -505,11 +505,11 @@ def case_machine_lost(args, whole):
 
 
 def case_throw(args):
-    job = torchrun(["--data", args.data, "--steps", 100000, "--save-steps", 1000,
-                    "--log-every", 1000, "--throw-at-step", 40, "--throw-rank", 1,
-                    "--model-dir", tempfile.mkdtemp(prefix="runhooks-ddp-")], 4, args.python,
-                   args.program)
-    code, output, secs = job.finish(timeout=40)
+    with tempfile.TemporaryDirectory(prefix="runhooks-ddp-") as tmp:
+        job = torchrun(["--data", args.data, "--steps", 100000, "--save-steps", 1000,
+                        "--log-every", 1000, "--throw-at-step", 40, "--throw-rank", 1,
+                        "--model-dir", tmp], 4, args.python, args.program)
+        code, output, secs = job.finish(timeout=40)
     check(code != 0, "torchrun exited 0", output)
     check(re.search(r"runhooks: rank 1 of 4: error: an injected failure after step 40 "
                     r"\(--throw-at-step\); ending the job", output),
@@ -529,9 +529,10 @@ def case_no_store(args):
     env.update({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1",
                 "MASTER_PORT": str(port), "TORCHELASTIC_RESTART_COUNT": "0",
                 "TORCHELASTIC_RUN_ID": "ddp", "TORCHELASTIC_USE_AGENT_STORE": "True"})
-    code, output, secs = Job([args.program, "--engine", "c10d", "--data", args.data,
-                              "--model-dir", tempfile.mkdtemp(prefix="runhooks-ddp-"),
-                              "--timeout-secs", 2], env).finish(timeout=30)
+    with tempfile.TemporaryDirectory(prefix="runhooks-ddp-") as tmp:
+        code, output, secs = Job([args.program, "--engine", "c10d", "--data", args.data,
+                                  "--model-dir", tmp, "--timeout-secs", 2],
+                                 env).finish(timeout=30)
     check(code == 1, f"exit {code}, expected 1", output)
     check(f"cannot reach the job's store at MASTER_ADDR:MASTER_PORT = 127.0.0.1:{port}" in output
           and "C10dOptions::timeout_secs = 2 s" in output and "rank 1 of 2" in output,
