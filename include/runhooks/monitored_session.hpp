@@ -24,6 +24,7 @@
 #include <runhooks/error.hpp>
 #include <runhooks/log.hpp>
 #include <runhooks/session/backend_slot.hpp>
+#include <runhooks/session/hook_states.hpp>
 #include <runhooks/session/recovery.hpp>
 #include <runhooks/session/run_loop.hpp>
 #include <runhooks/session/step.hpp>
@@ -46,14 +47,20 @@ namespace runhooks {
 // The session holds its backend (session/backend_slot.hpp), its hooks and its stop state
 // (session/stop_state.hpp); its private bases, which hold nothing, add what it does around them:
 //   session/recovery.hpp  SessionRecovery: creation, recovery, closing, and which error wins;
-//   session/step.hpp      SessionStep: the merged step, TensorFlow's _HookedSession.run.
+//   session/step.hpp      SessionStep: the merged step, TensorFlow's _HookedSession.run;
+//   session/hook_states.hpp  SessionHookStates: hook state in the checkpoint (StatefulHook).
 template <bool Singular, class Source, class... Hooks>
 class BasicMonitoredSession
     : detail::SessionRecovery<BasicMonitoredSession<Singular, Source, Hooks...>>,
-      detail::SessionStep<BasicMonitoredSession<Singular, Source, Hooks...>> {
+      detail::SessionStep<BasicMonitoredSession<Singular, Source, Hooks...>>,
+      detail::SessionHookStates<BasicMonitoredSession<Singular, Source, Hooks...>> {
   using slot_type = detail::backend_slot<Source>;
   using Recovery = detail::SessionRecovery<BasicMonitoredSession>;
   using Step = detail::SessionStep<BasicMonitoredSession>;
+  using HookStates = detail::SessionHookStates<BasicMonitoredSession>;
+  using HookStates::attach_hook_states;
+  using HookStates::detach_hook_states;
+  using HookStates::restore_hook_states;
   using Recovery::create_first;
   using Recovery::with_recovery;
   using Recovery::should_stop_slow;
@@ -76,6 +83,14 @@ class BasicMonitoredSession
 
   static_assert((0 + ... + StepProfiler<detail::unwrap_hook_t<Hooks>>) <= 1,
                 "runhooks: a session takes at most one profiling hook (ProfilerHook).");
+  // The hooks whose state a checkpoint carries (hook_state.hpp).
+  static constexpr std::size_t stateful_hook_count =
+      (0 + ... + std::size_t{StatefulHook<detail::unwrap_hook_t<Hooks>>});
+  static_assert(detail::hook_states_ordered<detail::unwrap_hook_t<Hooks>...>,
+                "runhooks: declare every hook with state (StatefulHook: EarlyStoppingHook, "
+                "ReduceLROnPlateauHook, TimeLimitHook) before the CheckpointSaverHook: a save reads "
+                "the states after the hooks before it ran, so one after it would be saved a step "
+                "behind the backend.");
 
   // TensorFlow's construction order: every begin(), then the backend, then every
   // after_create_session(). A recoverable session retries a creation that fails with a
@@ -83,6 +98,7 @@ class BasicMonitoredSession
   // ends them, and the constructor returns a stopped session without a backend.
   explicit BasicMonitoredSession(Source source, Hooks... hooks)
       : slot_(std::move(source)), hooks_{std::move(hooks)...} {
+    attach_hook_states();
     for_each_hook([](auto& hook) {
       if constexpr (HasBegin<std::remove_cvref_t<decltype(hook)>>) hook.begin();
     });
@@ -107,6 +123,7 @@ class BasicMonitoredSession
   // here are logged, not thrown: call close() (or use run_loop) to receive them.
   ~BasicMonitoredSession() {
     close_logging_errors(std::uncaught_exceptions() <= state_.uncaught, "in its destructor");
+    detach_hook_states();
   }
 
   // True after close(), after a hook or the caller requested a stop, or once the coordinator
@@ -247,6 +264,7 @@ class BasicMonitoredSession
  private:
   friend Recovery;
   friend Step;
+  friend HookStates;
   template <class S>
   friend class StepContext;
   template <class S, class Body>

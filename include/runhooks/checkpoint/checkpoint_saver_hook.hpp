@@ -34,6 +34,7 @@
 #include <runhooks/detail/checked.hpp>
 #include <runhooks/detail/no_constructor_fits.hpp>
 #include <runhooks/detail/periodic_trigger.hpp>
+#include <runhooks/hook_state.hpp>
 #include <runhooks/hooks/second_or_step_timer.hpp>
 #include <runhooks/log.hpp>
 #include <runhooks/session_run_context.hpp>
@@ -78,6 +79,12 @@ inline double system_seconds() noexcept {
 // returns once the checkpoint is committed; the checkpoint that retention drops is deleted on a
 // thread of its own (CheckpointManager's DeleteDropped::in_background), done before the next
 // save and by end().
+//
+// Hook state (hook_state.hpp): in a session with stateful hooks (EarlyStoppingHook, ...), each
+// save writes their states to <checkpoint>.hooks, read on the step that saves (after the hooks
+// declared before this one; a stateful hook declared after it is a compile error), and committed
+// with the backend's files: one state file names both, so a checkpoint never has the one without
+// the other. ChiefSessionCreator restores them. Without stateful hooks no such file is written.
 //
 // Per step: with save_steps, one load of the next save step and one compare with the global step,
 // as StopAtStepHook; with save_secs, one call that reads the clock (as TensorFlow does).
@@ -157,6 +164,7 @@ class CheckpointSaverHook
         kept_snapshot_(std::move(other.kept_snapshot_)),
         kept_snapshot_type_(other.kept_snapshot_type_),
         directory_key_(std::move(other.directory_key_)),
+        hook_states_(other.hook_states_),
         events_(std::move(other.events_)),
         checkpoint_path_(std::move(other.checkpoint_path_)),
         checkpoint_dir_(std::move(other.checkpoint_dir_)),
@@ -231,6 +239,10 @@ class CheckpointSaverHook
     }
   }
 
+  // The session gives the states of its stateful hooks (session/hook_states.hpp), or an empty
+  // access when it ends.
+  void attach_hook_states(HookStateAccess access) noexcept { hook_states_ = access; }
+
   // The checkpoints the state file names, oldest first. Not while a save is in flight.
   const std::vector<CheckpointEntry>& checkpoints() const noexcept { return manager_.checkpoints(); }
   const CheckpointManager& manager() const noexcept { return manager_; }
@@ -277,6 +289,17 @@ class CheckpointSaverHook
       return static_cast<double>(timer_.clock().now());
   }
 
+  // The hooks' states now, on the session's thread; empty without stateful hooks.
+  std::string hook_states() const {
+    return hook_states_ ? hook_states_.encode(hook_states_.session) : std::string();
+  }
+
+  // Beside the backend's files, under the same staging prefix: committed with them.
+  static void write_hook_states(const std::filesystem::path& prefix, const std::string& states) {
+    if (!states.empty())
+      detail::write_file_durably(prefix.string() + std::string(hook_state_suffix), states);
+  }
+
   template <class Backend>
   bool save(Backend& session, std::int64_t step) {
     if constexpr (Snapshottable<Backend>) {
@@ -286,9 +309,9 @@ class CheckpointSaverHook
         // first, or skip), so the kept snapshot is nobody else's.
         if constexpr (SnapshottableInPlace<Backend>)
           start_async(detail::KeptSnapshotWrite<snapshot_t<Backend>>{take_snapshot(session)}, step,
-                      wall_now());
+                      wall_now(), hook_states());
         else
-          start_async(session.snapshot(), step, wall_now());
+          start_async(session.snapshot(), step, wall_now(), hook_states());
         last_saved_step_ = step;
         return false;  // after_save once the write is done
       }
@@ -300,9 +323,14 @@ class CheckpointSaverHook
   bool save_now(Backend& session, std::int64_t step) {
     std::apply([&](auto&... l) { (call_before_save(l, session, step), ...); }, listeners_);
     // The step waits for the commit, not for the blocks of the checkpoint retention drops.
-    const std::filesystem::path prefix =
-        manager_.save(step, wall_now(), [&](const std::filesystem::path& p) { session.save(p); },
-                      DeleteDropped::in_background);
+    const std::string states = hook_states();
+    const std::filesystem::path prefix = manager_.save(
+        step, wall_now(),
+        [&](const std::filesystem::path& p) {
+          session.save(p);
+          write_hook_states(p, states);
+        },
+        DeleteDropped::in_background);
     log(Severity::info, "runhooks: saved checkpoint " + prefix.string());
     note_checkpoint(step);
     last_saved_step_ = step;
@@ -349,6 +377,7 @@ class CheckpointSaverHook
   const char* kept_snapshot_type_ = nullptr;
   std::mutex mutex_;
   std::string directory_key_;
+  HookStateAccess hook_states_;  // the session's stateful hooks, while a session holds this hook
   std::shared_ptr<EventFileWriter> events_;  // checkpoint_dir's event file, from begin()
   std::string checkpoint_path_;              // TensorFlow's save path: <checkpoint_dir>/<basename>
   // The options as given, for options(): the caller's string_views may not outlive the hook, so

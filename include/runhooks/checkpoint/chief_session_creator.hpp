@@ -4,6 +4,8 @@
 
 #include <runhooks/detail/config.hpp>
 
+#include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
@@ -14,11 +16,17 @@
 #include <type_traits>
 #include <utility>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <runhooks/checkpoint/checkpoint_error.hpp>
 #include <runhooks/checkpoint/checkpoint_manager.hpp>
 #include <runhooks/checkpoint/checkpoint_state.hpp>
 #include <runhooks/checkpoint/checkpointable.hpp>
+#include <runhooks/checkpoint/detail/durable_files.hpp>
 #include <runhooks/concepts.hpp>
+#include <runhooks/hook_state.hpp>
 #include <runhooks/log.hpp>
 #include <runhooks/session_creator.hpp>
 
@@ -33,7 +41,50 @@ struct ChiefSessionOptions {
   // The first backend starts from the factory's state whatever checkpoint_dir holds; recoveries
   // restore the latest checkpoint as usual (by then the saver has written one of this run).
   bool start_fresh = false;
+  // Restore the backend's state but not the hooks' (each starts from its begin()): for a session
+  // whose stateful hooks differ from those of the run that saved the checkpoint, which is
+  // otherwise an error naming the hook (hook_state.hpp).
+  bool ignore_hook_states = false;
 };
+
+namespace detail {
+
+// A checkpoint's hook-state file, read as untrusted: nullopt when there is none; a link, a
+// directory or a file larger than any save writes is a CheckpointError naming it.
+inline std::optional<std::string> read_hook_state_file(const std::filesystem::path& file) {
+  int fd;
+  do {
+    fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::nullopt;
+    if (errno == ELOOP)
+      throw CheckpointError("runhooks: the hook-state file " + quoted_path(file) +
+                            " is a symbolic link, which no runhooks save makes; not followed.");
+    throw_file_error("cannot open", file, errno);
+  }
+  const FileDescriptor owner(fd, file);
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) throw_file_error("cannot stat", file, errno);
+  if (!S_ISREG(info.st_mode))
+    throw CheckpointError("runhooks: the hook-state file " + quoted_path(file) +
+                          " is not a regular file.");
+  std::string text;
+  char buffer[1 << 14];
+  for (;;) {
+    const ::ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      throw_file_error("reading", file, errno);
+    }
+    if (got == 0) break;
+    text.append(buffer, static_cast<std::size_t>(got));
+    if (text.size() > max_hook_state_bytes) break;  // the parser names the size
+  }
+  return text;
+}
+
+}  // namespace detail
 
 // Restores checkpoint `prefix` into `backend`; a failure is a CheckpointError naming the
 // checkpoint and the backend's reason (a missing file, a checksum that does not match, ...).
@@ -70,7 +121,7 @@ class ChiefSessionCreator {
       : factory_(std::move(factory)), policy_(std::move(policy)),
         checkpoint_dir_(options.checkpoint_dir),
         checkpoint_filename_(options.checkpoint_filename_with_path),
-        start_fresh_(options.start_fresh) {
+        start_fresh_(options.start_fresh), ignore_hook_states_(options.ignore_hook_states) {
     if (!checkpoint_dir_.empty() && !checkpoint_filename_.empty())
       throw std::invalid_argument(
           "Can not provide both checkpoint_dir and checkpoint_filename_with_path. "
@@ -116,6 +167,29 @@ class ChiefSessionCreator {
     }
   }
 
+  // Called by the session after initialize() (session/hook_states.hpp): the session's stateful
+  // hooks take the states saved in <checkpoint>.hooks, which must hold exactly those hooks. A
+  // checkpoint without the file restores into a session without stateful hooks only. Errors are
+  // CheckpointErrors naming the file and the hook; nothing is restored into any hook then.
+  void restore_hook_states(const HookStateAccess& access) {
+    if (!restored_from_ || ignore_hook_states_) return;
+    const std::filesystem::path file = restored_from_->string() + std::string(hook_state_suffix);
+    const std::optional<std::string> text = detail::read_hook_state_file(file);
+    if (!text && access.count == 0) return;
+    try {
+      // Without the file, an empty set: the error names the first hook that has no state.
+      access.decode(access.session,
+                    text ? std::string_view(*text)
+                         : std::string_view("runhooks-hook-states 1\nend\n"));
+    } catch (const std::invalid_argument& e) {
+      throw CheckpointError(
+          "runhooks: restoring the hook states of checkpoint " + detail::quoted_path(*restored_from_) +
+          " failed: " + (text ? "the file " + detail::quoted_path(file) + ": "
+                              : "there is no file " + detail::quoted_path(file) + ", so ") +
+          e.what() + ". (ChiefSessionOptions::ignore_hook_states restores the backend alone.)");
+    }
+  }
+
   constexpr const Policy& policy() const noexcept { return policy_; }
 
   // The checkpoint the newest backend was restored from, if any.
@@ -127,6 +201,7 @@ class ChiefSessionCreator {
   std::filesystem::path checkpoint_dir_;
   std::filesystem::path checkpoint_filename_;
   bool start_fresh_;
+  bool ignore_hook_states_;
   std::optional<std::filesystem::path> restored_from_;
 };
 

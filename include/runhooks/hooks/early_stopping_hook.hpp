@@ -272,7 +272,9 @@ class EarlyStoppingHook {
   EarlyStoppingReason stop_reason() const noexcept { return reason_; }
   const std::string& stop_message() const noexcept { return message_; }
 
-  // The state a resume needs, and its restoration after begin() (which starts over).
+  // The state a resume needs, and its restoration after begin() (which starts over); a
+  // checkpoint carries it under state_name() (StatefulHook, hook_state.hpp).
+  static std::string state_name() { return "EarlyStoppingHook<" + std::string(key_name<MetricKey>()) + ">"; }
   EarlyStoppingState state() const noexcept {
     return {best_step_ ? best_ : 0.0, best_step_.value_or(-1), wait_, checks_};
   }

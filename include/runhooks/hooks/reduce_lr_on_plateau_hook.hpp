@@ -178,7 +178,11 @@ class ReduceLROnPlateauHook {
   std::int64_t checks() const noexcept { return checks_; }
   std::int64_t reductions() const noexcept { return reductions_; }
 
-  // The state a resume needs, and its restoration (after begin(), which starts over).
+  // The state a resume needs, and its restoration (after begin(), which starts over); a
+  // checkpoint carries it under state_name() (StatefulHook, hook_state.hpp).
+  static std::string state_name() {
+    return "ReduceLROnPlateauHook<" + std::string(key_name<MetricKey>()) + ">";
+  }
   ReduceLROnPlateauState state() const noexcept { return {best_, wait_, cooldown_counter_, checks_}; }
   void restore(const ReduceLROnPlateauState& state) {
     if (state.wait < 0 || state.cooldown_counter < 0 || state.checks < 0 || std::isnan(state.best))

@@ -169,6 +169,8 @@ class TimeLimitHook {
   // How often the clock was read on the per-step path since begin().
   std::int64_t clock_reads() const noexcept { return clock_reads_; }
 
+  // A checkpoint carries the state under state_name() (StatefulHook, hook_state.hpp).
+  static std::string state_name() { return "TimeLimitHook"; }
   TimeLimitState state() const { return {elapsed()}; }
   // The elapsed time of an earlier run; call it before the session is created (or between
   // begin() and after_create_session()).

@@ -136,6 +136,7 @@ class SessionRecovery {
   // after_create_session(): TensorFlow's _CoordinatedSessionCreator.create_session.
   void create_session() {
     slot().create();
+    self().restore_hook_states();  // the hooks' states saved with the backend's (hook_state.hpp)
     start_generation();
   }
   void start_generation() {
@@ -238,6 +239,7 @@ class SessionRecovery {
           slot().destroy();  // no hook has seen it
           return stopped_during_recovery(failures, failure);
         }
+        self().restore_hook_states();
         start_generation();
         state().clear_stop();
         return nullptr;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -66,8 +67,10 @@ class SaverBackgroundWriter {
     return static_cast<Snapshot*>(self().kept_snapshot_.get());
   }
 
+  // hook_states: the text of <checkpoint>.hooks, read on the session's thread (empty: none).
   template <class Snapshot>
-  void start_async(Snapshot snapshot, std::int64_t step, double timestamp) {
+  void start_async(Snapshot snapshot, std::int64_t step, double timestamp,
+                   std::string hook_states = {}) {
     auto in_flight = std::make_unique<SaverInFlight>();
     in_flight->step = step;
     SaverInFlight* record = in_flight.get();
@@ -76,14 +79,18 @@ class SaverBackgroundWriter {
     detail::SavesInFlight::instance().add(self().directory_key_);
     try {
       in_flight->thread = std::thread(
-          [this, record, step, timestamp, snapshot = std::move(snapshot)]() mutable {
+          [this, record, step, timestamp, snapshot = std::move(snapshot),
+           hook_states = std::move(hook_states)]() mutable {
             std::exception_ptr error;
             try {
               // Released here, before the save is marked done: the step that collects it does
               // not pay for freeing it.
               Snapshot local = std::move(snapshot);
               const std::filesystem::path prefix = self().manager_.save(
-                  step, timestamp, [&](const std::filesystem::path& p) { local.write(p); });
+                  step, timestamp, [&](const std::filesystem::path& p) {
+                    local.write(p);
+                    Hook::write_hook_states(p, hook_states);
+                  });
               log(Severity::info, "runhooks: saved checkpoint " + prefix.string());
               self().note_checkpoint(step);
             } catch (...) {
