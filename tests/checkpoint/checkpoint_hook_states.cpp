@@ -79,6 +79,17 @@ struct RateBackend {
   }
 };
 
+// RateBackend saved in the background: the saver reads the hooks' states on the session's thread
+// when it takes the snapshot, and its thread writes them beside the snapshot.
+struct AsyncRateBackend : RateBackend {
+  struct Snapshot {
+    RateBackend copy;
+    void write(const fs::path& prefix) const { copy.save(prefix); }
+  };
+  Snapshot snapshot() const { return {*this}; }
+};
+static_assert(runhooks::Snapshottable<AsyncRateBackend>);
+
 // One second of the manual clock per step.
 struct Tick {
   runhooks::ManualClock clock;
@@ -120,10 +131,11 @@ struct Outcome {
 
 // Runs up to `steps` steps (early stopping may end it sooner) with every stateful hook and a saver
 // every 5 steps, resuming from `dir`; kill_at > 0 SIGKILLs the process after that step.
+template <class Backend = RateBackend>
 Outcome train(const fs::path& dir, std::int64_t steps, std::int64_t kill_at = -1) {
   Hooks h;
   runhooks::CheckpointSaverHook saver({.checkpoint_dir = dir.c_str(), .save_steps = 5});
-  runhooks::ChiefSessionCreator creator([] { return RateBackend{}; },
+  runhooks::ChiefSessionCreator creator([] { return Backend{}; },
                                         {.checkpoint_dir = dir.c_str()});
   Outcome out;
   {
@@ -232,6 +244,17 @@ TEST_CASE("hook states: committed as a file of the checkpoint, restored on a ses
   CHECK(h.early.checks() == 12);
   CHECK(h.plateau.checks() == 12);
   CHECK(h.timer.elapsed() == 12.0);
+}
+
+TEST_CASE("hook states: a background save writes the states read when its snapshot was taken") {
+  fakes::LogCapture capture;
+  ckpt::TempDir dir, straight_dir;
+  train<AsyncRateBackend>(dir.path, 12);
+  train(straight_dir.path, 12);
+  for (const char* name : {"model.ckpt-5.hooks", "model.ckpt-10.hooks", "model.ckpt-12.hooks"})
+    CHECK(ckpt::read_text(dir / name) == ckpt::read_text(straight_dir / name));
+  CHECK(ckpt::read_text(dir / "model.ckpt-10.hooks").find("\nTimeLimitHook 1 10\n") !=
+        std::string::npos);
 }
 
 TEST_CASE("hook states: a session without stateful hooks writes no .hooks file") {
