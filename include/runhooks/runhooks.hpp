@@ -13,6 +13,7 @@
 #include <runhooks/hooks/learning_rate_schedule_hook.hpp>
 #include <runhooks/hooks/reduce_lr_on_plateau_hook.hpp>
 #include <runhooks/hooks/spike_hook.hpp>
+#include <runhooks/hooks/throughput_monitor_hook.hpp>
 #include <runhooks/hooks/time_limit_hook.hpp>
 #include <runhooks/hooks/feed_fn_hook.hpp>
 #include <runhooks/hooks/final_ops_hook.hpp>

@@ -110,6 +110,14 @@ COMPARISONS = [
      "StopAtStep + LearningRateScheduleHook between evaluations vs StopAtStep + StopAtStep"),
     ("LearningRateMonitorHook", "session_stop_lr_monitor", "session_stop_stop", 0,
      "StopAtStep + LearningRateMonitorHook between records vs StopAtStep + StopAtStep"),
+    # ThroughputMonitorHook (item 8): the same compare of the global step as the monitor; the
+    # clock, the counters and the window are read only on report steps. Bound 0.
+    ("ThroughputMonitorHook", "session_stop_throughput", "session_stop_stop", 0,
+     "StopAtStep + ThroughputMonitorHook (samples, items, FLOPs, MFU) between reports vs "
+     "StopAtStep + StopAtStep"),
+    ("ThroughputMonitorHook(keys)", "session_stop_throughput_keys", "session_stop_stop", 0,
+     "StopAtStep + ThroughputMonitorHook reading a samples counter key between reports vs "
+     "StopAtStep + StopAtStep"),
     ("TimeLimitHook", "session_stop_time_limit", "session_stop_stop", 3,
      "StopAtStep + TimeLimitHook between clock reads vs StopAtStep + StopAtStep"),
     ("FinalOpsHook", "session_stop_final_ops", "session_stop_only_hb", 0,

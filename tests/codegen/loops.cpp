@@ -24,6 +24,7 @@
 #include <runhooks/hooks/learning_rate_monitor_hook.hpp>
 #include <runhooks/hooks/learning_rate_schedule_hook.hpp>
 #include <runhooks/hooks/reduce_lr_on_plateau_hook.hpp>
+#include <runhooks/hooks/throughput_monitor_hook.hpp>
 #include <runhooks/hooks/time_limit_hook.hpp>
 #include <runhooks/hooks/lambda_hook.hpp>
 #include <runhooks/hooks/logging_tensor_hook.hpp>
@@ -91,6 +92,15 @@ struct RateBackend : HookBackend {
   double rate = 0.1;
   double learning_rate() const noexcept { return rate; }
   void set_learning_rate(double r) noexcept { rate = r; }
+};
+
+// HookBackend with a cumulative samples counter, for ThroughputMonitorHook's counter keys.
+struct SamplesSeen : runhooks::Key<std::int64_t> {
+  static constexpr std::string_view name = "samples_seen";
+};
+struct CountingSamplesBackend : HookBackend {
+  std::int64_t fetch(SamplesSeen) const noexcept { return 32 * step; }
+  using HookBackend::fetch;
 };
 
 // This process's scratch directory (two processes count at once), one subdirectory per loop.
@@ -376,6 +386,28 @@ extern "C" {
   while (!session.should_stop()) session.run();
 }
 
+// Every metric ThroughputMonitorHook has (samples, items, FLOPs, MFU), between report points.
+[[gnu::noinline]] void session_stop_throughput(std::int64_t last_step) {
+  MonitoredSession session{HookBackend{}, stop_at(last_step),
+                           runhooks::ThroughputMonitorHook{{.every_n_steps = never,
+                                                            .samples_per_step = 32,
+                                                            .items_per_step = 4096,
+                                                            .flops_per_sample = 1e9,
+                                                            .available_flops = 1e15},
+                                                           NullOutput{}}};
+  while (!session.should_stop()) session.run();
+}
+
+// The same with the samples read from the backend's counter key (on report steps only).
+[[gnu::noinline]] void session_stop_throughput_keys(std::int64_t last_step) {
+  MonitoredSession session{
+      CountingSamplesBackend{}, stop_at(last_step),
+      runhooks::ThroughputMonitorHook{runhooks::throughput_keys<SamplesSeen>,
+                                      {.every_n_steps = never, .flops_per_sample = 1e9},
+                                      NullOutput{}}};
+  while (!session.should_stop()) session.run();
+}
+
 [[gnu::noinline]] void session_stop_time_limit(std::int64_t last_step) {
   MonitoredSession session{HookBackend{}, stop_at(last_step),
                            runhooks::TimeLimitHook({.max_secs = 1e8, .resolution_secs = 1e3})};
@@ -451,6 +483,8 @@ constexpr Loop loops[] = {
     {"session_stop_reduce_lr", session_stop_reduce_lr},
     {"session_stop_lr_schedule", session_stop_lr_schedule},
     {"session_stop_lr_monitor", session_stop_lr_monitor},
+    {"session_stop_throughput", session_stop_throughput},
+    {"session_stop_throughput_keys", session_stop_throughput_keys},
     {"session_stop_time_limit", session_stop_time_limit},
     {"session_stop_progress_bar", session_stop_progress_bar},
     {"session_stop_final_ops", session_stop_final_ops},
