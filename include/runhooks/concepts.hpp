@@ -7,6 +7,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -44,12 +45,14 @@ template <class F>
 concept BackendFactory = std::is_object_v<F> && !Backend<F> && std::invocable<F&> &&
                          Backend<std::remove_cvref_t<std::invoke_result_t<F&>>>;
 
-// The five hook points, after TensorFlow's SessionRunHook. Each is a concept on the hook type.
+// The five hook points, after TensorFlow's SessionRunHook, and a sixth of runhooks' own. Each is
+// a concept on the hook type.
 //   begin()                              once, before the backend exists
 //   after_create_session(backend[, coord]) after each (re)creation of the backend
 //   before_run(run_context)              before each step; returns void or SessionRunArgs<...>
 //   after_run(run_context, run_values)   after each step that completed
 //   end(backend)                         on close() and on a clean end of the loop
+//   on_exception(backend, error)         when an exception is about to leave run() (HasOnException)
 template <class H>
 concept HasBegin = requires(H& h) { h.begin(); };
 
@@ -111,6 +114,20 @@ concept HasAfterRun = requires(H& h, Ctx& ctx, const Values& values) {
 template <class H, class B>
 concept HasEnd = requires(H& h, B& b) { h.end(b); };
 
+// on_exception(backend, error): an exception is about to leave run() or run_step_fn() (or a
+// SingularMonitoredSession's should_stop()) while the backend exists: Lightning's on_exception,
+// which TensorFlow's hooks lack (an exception leaves without end()). Not called for what the
+// session recovers from (AbortedError, UnavailableError), for the clean ends (OutOfRangeError,
+// StopIteration), nor when there is no backend (its creation failed, or a recovery gave up).
+// Every hook that defines it is called, in declaration order; one that throws is logged and the
+// next is called; then the original exception propagates unchanged. Sessions whose hooks do not
+// define it compile exactly as before (monitored_session.hpp). Models: ExceptionCheckpointHook
+// (<runhooks/checkpoint/saver/exception_checkpoint_hook.hpp>).
+template <class H, class B>
+concept HasOnException = requires(H& h, B& b, const std::exception_ptr& error) {
+  h.on_exception(b, error);
+};
+
 // A hook that times the others (ProfilerHook). Before each step the session asks it whether to
 // time this step; only then does it read the steady clock around every hook callback, the
 // backend's step and its fetches, and report each as a span in seconds. A silent step costs
@@ -158,11 +175,13 @@ RUNHOOKS_DETAIL_NAME_PROBE(after_create_session)
 RUNHOOKS_DETAIL_NAME_PROBE(before_run)
 RUNHOOKS_DETAIL_NAME_PROBE(after_run)
 RUNHOOKS_DETAIL_NAME_PROBE(end)
+RUNHOOKS_DETAIL_NAME_PROBE(on_exception)
 #undef RUNHOOKS_DETAIL_NAME_PROBE
 
 template <class H>
 concept names_any_hook_point = names_begin<H> || names_after_create_session<H> ||
-                               names_before_run<H> || names_after_run<H> || names_end<H>;
+                               names_before_run<H> || names_after_run<H> || names_end<H> ||
+                               names_on_exception<H>;
 
 // Hooks are held by value; std::ref(hook) holds a reference to a hook the caller keeps. Spelled
 // with <type_traits>' unwrap_reference (C++20), so that the core need not include <functional>.

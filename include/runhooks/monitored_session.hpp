@@ -24,6 +24,7 @@
 #include <runhooks/error.hpp>
 #include <runhooks/log.hpp>
 #include <runhooks/session/backend_slot.hpp>
+#include <runhooks/session/exception_dispatch.hpp>
 #include <runhooks/session/hook_states.hpp>
 #include <runhooks/session/recovery.hpp>
 #include <runhooks/session/run_loop.hpp>
@@ -83,6 +84,9 @@ class BasicMonitoredSession
 
   static_assert((0 + ... + StepProfiler<detail::unwrap_hook_t<Hooks>>) <= 1,
                 "runhooks: a session takes at most one profiling hook (ProfilerHook).");
+  // A hook defines on_exception (concepts.hpp, HasOnException): only then do run() and
+  // run_step_fn() catch what leaves them, to call it (session/exception_dispatch.hpp).
+  static constexpr bool handles_exceptions = detail::any_on_exception<backend_type, Hooks...>;
   // The hooks whose state a checkpoint carries (hook_state.hpp).
   static constexpr std::size_t stateful_hook_count =
       (0 + ... + std::size_t{StatefulHook<detail::unwrap_hook_t<Hooks>>});
@@ -156,12 +160,23 @@ class BasicMonitoredSession
   // value empty) and the session is stopped, as after a hook's stop.
   template <class... Items>
   RUNHOOKS_DETAIL_HOT auto run(const SessionRunArgs<Items...>& args) {
-    if (stop_requested()) [[unlikely]]
-      return run_after_stop(args);
-    // The captures in the order the closure had before run_step moved to a base (see below).
-    return with_recovery([&args, this]() RUNHOOKS_DETAIL_LAMBDA_HOT {
-      return this->template run_step<false>(args);
-    });
+    if constexpr (handles_exceptions) {
+      try {
+        return run_unguarded(args);
+      } catch (...) {
+        exception_escapes(std::current_exception());
+        throw;
+      }
+    } else {
+      // run_unguarded's body, written out: without a hook defining on_exception the per-step
+      // path is the one it always was (the instruction counts compare it).
+      if (stop_requested()) [[unlikely]]
+        return run_after_stop(args);
+      // The captures in the order the closure had before run_step moved to a base (see below).
+      return with_recovery([&args, this]() RUNHOOKS_DETAIL_LAMBDA_HOT {
+        return this->template run_step<false>(args);
+      });
+    }
   }
   RUNHOOKS_DETAIL_HOT void run() { run(empty_args_); }
 
@@ -176,11 +191,24 @@ class BasicMonitoredSession
                   "`[&](auto& step_context) { ... }`.");
     if (state_.closed || state_.pending_error) [[unlikely]]
       refuse_run();
-    if constexpr (std::is_invocable_v<StepFn&, StepContext<BasicMonitoredSession>&>)
-      return with_recovery([&]() -> decltype(auto) {
-        StepContext<BasicMonitoredSession> context(*this);
-        return step_fn(context);
-      });
+    if constexpr (std::is_invocable_v<StepFn&, StepContext<BasicMonitoredSession>&>) {
+      if constexpr (handles_exceptions) {
+        try {
+          return with_recovery([&]() -> decltype(auto) {
+            StepContext<BasicMonitoredSession> context(*this);
+            return step_fn(context);
+          });
+        } catch (...) {
+          exception_escapes(std::current_exception());
+          throw;
+        }
+      } else {
+        return with_recovery([&]() -> decltype(auto) {
+          StepContext<BasicMonitoredSession> context(*this);
+          return step_fn(context);
+        });
+      }
+    }
   }
 
   // Ask to stop after this step, from the thread that runs the loop (TensorFlow users asked for
@@ -289,6 +317,24 @@ class BasicMonitoredSession
   template <class F>
   void for_each_hook(F&& f) {
     boost::hana::for_each(hooks_, [&](auto& stored) { f(detail::unwrap(stored)); });
+  }
+
+  // run() for a session with an on_exception hook, which catches around it.
+  template <class CallerArgs>
+  RUNHOOKS_DETAIL_HOT auto run_unguarded(const CallerArgs& args) {
+    if (stop_requested()) [[unlikely]]
+      return run_after_stop(args);
+    return with_recovery([&args, this]() RUNHOOKS_DETAIL_LAMBDA_HOT {
+      return this->template run_step<false>(args);
+    });
+  }
+
+  // An exception is leaving run() or run_step_fn(): every on_exception, while the backend
+  // exists (a recovery that gave up has none) and the session is open. What the session
+  // recovered from never gets here; the clean ends are filtered out by the dispatch.
+  void exception_escapes(const std::exception_ptr& error) noexcept {
+    if (state_.closed || !slot_.alive()) return;
+    detail::dispatch_on_exception(slot_.get(), error, [this](auto&& f) { for_each_hook(f); });
   }
 
   // run() once a stop was asked for: out of line, so that the per-step path tests the stop once.

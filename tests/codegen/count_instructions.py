@@ -122,6 +122,10 @@ COMPARISONS = [
      "StopAtStep + TimeLimitHook between clock reads vs StopAtStep + StopAtStep"),
     ("FinalOpsHook", "session_stop_final_ops", "session_stop_only_hb", 0,
      "StopAtStep + FinalOpsHook (no per-step point) vs StopAtStep alone"),
+    # Issue 27, item 7: a hook defining on_exception makes run() catch what leaves it; the
+    # handler is reached through the exception tables, so the per-step path is unchanged.
+    ("ExceptionCheckpointHook", "session_stop_on_exception", "session_stop_only_hb", 0,
+     "StopAtStep + ExceptionCheckpointHook (on_exception only) vs StopAtStep alone"),
     ("LambdaHook(on_begin)", "session_stop_lambda_lifecycle", "session_stop_only_hb", 0,
      "StopAtStep + a LambdaHook with only begin() vs StopAtStep alone"),
     ("ProgressBarHook", "session_stop_progress_bar", "session_stop_counter_secs_hb", 0,

@@ -18,6 +18,7 @@
 #include <functional>
 
 #include <runhooks/checkpoint/checkpoint_saver_hook.hpp>
+#include <runhooks/checkpoint/saver/exception_checkpoint_hook.hpp>
 #include <runhooks/coordinator.hpp>
 #include <runhooks/hooks/early_stopping_hook.hpp>
 #include <runhooks/hooks/final_ops_hook.hpp>
@@ -435,6 +436,13 @@ extern "C" {
   while (!session.should_stop()) session.run();
 }
 
+// A hook defining only on_exception: run() catches what leaves it, to call the hook.
+[[gnu::noinline]] void session_stop_on_exception(std::int64_t last_step) {
+  MonitoredSession session{HookBackend{}, stop_at(last_step),
+                           runhooks::ExceptionCheckpointHook({.checkpoint_dir = scratch("on_exception")})};
+  while (!session.should_stop()) session.run();
+}
+
 [[gnu::noinline]] void session_stop_only_hb(std::int64_t last_step) {
   MonitoredSession session{HookBackend{}, stop_at(last_step)};
   while (!session.should_stop()) session.run();
@@ -489,6 +497,7 @@ constexpr Loop loops[] = {
     {"session_stop_progress_bar", session_stop_progress_bar},
     {"session_stop_final_ops", session_stop_final_ops},
     {"session_stop_lambda_lifecycle", session_stop_lambda_lifecycle},
+    {"session_stop_on_exception", session_stop_on_exception},
     {"session_stop_only_hb", session_stop_only_hb},
 };
 }  // namespace

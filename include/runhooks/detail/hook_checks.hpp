@@ -46,6 +46,9 @@ struct check_hook {
                 "coord` as a second parameter to use the coordinator.");
   static_assert(!names_end<Hook> || HasEnd<Hook, Backend>,
                 "runhooks: the hook's end does not fit. Write `void end(auto& session)`.");
+  static_assert(!names_on_exception<Hook> || HasOnException<Hook, Backend>,
+                "runhooks: the hook's on_exception does not fit. Write `void on_exception(auto& "
+                "session, const std::exception_ptr& error)`.");
   static constexpr bool value = true;
 };
 
