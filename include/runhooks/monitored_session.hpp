@@ -85,7 +85,8 @@ class BasicMonitoredSession
   static_assert((0 + ... + StepProfiler<detail::unwrap_hook_t<Hooks>>) <= 1,
                 "runhooks: a session takes at most one profiling hook (ProfilerHook).");
   // A hook defines on_exception (concepts.hpp, HasOnException): only then do run() and
-  // run_step_fn() catch what leaves them, to call it (session/exception_dispatch.hpp).
+  // run_step_fn() catch what leaves them, and a singular should_stop() report what it rethrows,
+  // to call it (session/exception_dispatch.hpp).
   static constexpr bool handles_exceptions = detail::any_on_exception<backend_type, Hooks...>;
   // The hooks whose state a checkpoint carries (hook_state.hpp).
   static constexpr std::size_t stateful_hook_count =
@@ -329,12 +330,13 @@ class BasicMonitoredSession
     });
   }
 
-  // An exception is leaving run() or run_step_fn(): every on_exception, while the backend
-  // exists (a recovery that gave up has none) and the session is open. What the session
-  // recovered from never gets here; the clean ends are filtered out by the dispatch.
+  // An exception is leaving run(), run_step_fn() or (singular) should_stop(): every on_exception,
+  // while the backend exists (a recovery that gave up has none) and the session is open. What
+  // the session recovered from never gets here; the clean ends are filtered out by the dispatch.
   void exception_escapes(const std::exception_ptr& error) noexcept {
     if (state_.closed || !slot_.alive()) return;
-    detail::dispatch_on_exception(slot_.get(), error, [this](auto&& f) { for_each_hook(f); });
+    detail::dispatch_on_exception(slot_.get(), error,
+                                  [this](auto&& f) { this->for_each_hook(f); });
   }
 
   // run() once a stop was asked for: out of line, so that the per-step path tests the stop once.

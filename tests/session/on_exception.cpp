@@ -4,6 +4,7 @@
 // with the state file untouched and the original exception reaching the caller.
 #include <runhooks/checkpoint/checkpoint_saver_hook.hpp>
 #include <runhooks/checkpoint/saver/exception_checkpoint_hook.hpp>
+#include <runhooks/coordinator.hpp>
 #include <runhooks/error.hpp>
 #include <runhooks/monitored_session.hpp>
 
@@ -56,7 +57,7 @@ TEST_CASE("on_exception: every hook sees the escaping exception in declaration o
                          "original exception propagates."));
 }
 
-TEST_CASE("on_exception: not for what the session recovers from, nor the clean ends; a singular session's AbortedError is one") {
+TEST_CASE("on_exception: not for what the session recovers from, nor the clean ends; a singular session's AbortedError and should_stop() error are") {
   std::vector<std::string> seen;
   {
     fakes::FakeBackend backend;
@@ -82,6 +83,14 @@ TEST_CASE("on_exception: not for what the session recovers from, nor the clean e
     session.run();
     CHECK_THROWS_AS(runhooks::run_loop(session), runhooks::AbortedError);
     CHECK(seen == std::vector<std::string>{"a:preempted@1"});
+  }
+  {  // a coordinator thread's error, rethrown by a singular session's should_stop()
+    seen.clear();
+    runhooks::SingularMonitoredSession session{fakes::FakeBackend{}, ExceptionRecorder{&seen, "a"}};
+    session.run();
+    session.coordinator().request_stop(std::make_exception_ptr(std::runtime_error("thread failed")));
+    CHECK_THROWS_WITH_AS(session.should_stop(), "thread failed", std::runtime_error);
+    CHECK(seen == std::vector<std::string>{"a:thread failed@1"});
   }
   {  // run_step_fn too
     seen.clear();

@@ -323,7 +323,11 @@ class SessionRecovery {
       }
     }
     if constexpr (Session::singular) {
-      if (error) std::rethrow_exception(error);
+      if (error) {
+        // The error leaves the loop here: the on_exception hooks see it first.
+        if constexpr (Session::handles_exceptions) self().exception_escapes(error);
+        std::rethrow_exception(error);
+      }
     }
     return true;
   }
