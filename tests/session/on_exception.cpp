@@ -10,12 +10,17 @@
 
 #include <doctest/doctest.h>
 
+#include <csignal>
 #include <exception>
 #include <filesystem>
 #include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "support/checkpoint_backends.hpp"
 #include "support/fakes.hpp"
@@ -154,6 +159,61 @@ TEST_CASE("ExceptionCheckpointHook: its own failure is logged and the original e
   CHECK(ckpt::step_in(dir / "on_exception") == 2);  // the previous one, intact
   CHECK(ckpt::files_in(dir.path) == std::vector<std::string>{"on_exception.arrays"});
   CHECK_FALSE(std::filesystem::exists(dir / "checkpoint"));
+}
+
+TEST_CASE("ExceptionCheckpointHook: a file size limit (RLIMIT_FSIZE, a real EFBIG) during its save: logged, the previous one intact, nothing left, the original exception propagates") {
+  ckpt::TempDir dir;
+  {  // a first exception checkpoint, at step 1
+    ckpt::CheckpointedBackend backend;
+    backend.throw_at(2, std::runtime_error("first"));
+    runhooks::MonitoredSession session{std::move(backend),
+                                       runhooks::ExceptionCheckpointHook({.checkpoint_dir = dir.str()})};
+    session.run();
+    CHECK_THROWS_WITH(session.run(), "first");
+  }
+  const auto before = ckpt::read_text(dir / "on_exception.arrays");
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // The child: every file write past 16 bytes fails with EFBIG (SIGXFSZ ignored).
+    int code = 0;
+    try {
+      std::signal(SIGXFSZ, SIG_IGN);
+      const rlimit limit{16, 16};
+      if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) ::_exit(10);
+      static std::string logged;
+      runhooks::set_log_sink([](runhooks::Severity, std::string_view line) { logged += line; });
+      ckpt::CheckpointedBackend backend;
+      backend.throw_at(3, std::runtime_error("second"));
+      runhooks::MonitoredSession session{std::move(backend),
+                                         runhooks::ExceptionCheckpointHook({.checkpoint_dir = dir.str()})};
+      session.run();
+      session.run();
+      try {
+        session.run();
+        code = 11;  // no exception
+      } catch (const std::runtime_error& e) {
+        if (std::string(e.what()) != "second") code = 12;
+      }
+      if (code == 0 && session.hook<0>().failures() != 1) code = 13;
+      // The cause is the kernel's: the backend's write of its file failed with EFBIG.
+      if (code == 0 && (logged.find("message: second; ExceptionCheckpointHook could not save the "
+                                    "backend's state") == std::string::npos ||
+                        logged.find("File too large") == std::string::npos))
+        code = 15;
+    } catch (...) {
+      code = 14;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(ckpt::read_text(dir / "on_exception.arrays") == before);  // still step 1's
+  CHECK(ckpt::step_in(dir / "on_exception") == 1);
+  CHECK(ckpt::files_in(dir.path) == std::vector<std::string>{"on_exception.arrays"});
 }
 
 TEST_CASE("ExceptionCheckpointOptions: checked, naming option and value") {
