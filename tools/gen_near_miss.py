@@ -2,7 +2,7 @@
 """Generates include/runhooks/detail/near_miss.hpp: the names one slip away from a hook point.
 
 C++ cannot list a class's members, so runhooks probes a hook for a finite list of names, each
-a likely misspelling of one of the five hook points. The rule, as the README states it:
+a likely misspelling of one of the six hook points (on_exception since issue 27). The rule, as the README states it:
 
   * case and underscores: every spelling of a point's words in another case (`End`,
     `After_run`, `After_Run`, `after_Run`, `AfterRun`, `afterRun`, `Afterrun`) or joined
@@ -34,7 +34,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEADER = os.path.join(ROOT, "include", "runhooks", "detail", "near_miss.hpp")
 
-POINTS = ["begin", "after_create_session", "before_run", "after_run", "end"]
+POINTS = ["begin", "after_create_session", "before_run", "after_run", "end", "on_exception"]
 TYPO_MIN_LETTERS = 5
 PRIVATE_DATA_NAMES = {"begin_", "end_", "_begin", "_end"}
 ORDINARY_WORDS = {"begins", "ended", "ends", "send", "and", "run", "runs"}

@@ -15,7 +15,7 @@
 
 namespace runhooks::detail {
 
-inline constexpr int near_miss_count = 187;
+inline constexpr int near_miss_count = 241;
 
 // Every name, as an enumerator. A class deriving from a hook and from this one sees an
 // ambiguous name iff the hook has a member of that name, of any kind and any access (as in
@@ -209,6 +209,60 @@ struct near_miss_probe {
     after_runed,
     End,
     End_,
+    _on_exception,
+    on_exception_,
+    onexception,
+    _onexception,
+    onexception_,
+    On_exception,
+    On_exception_,
+    Onexception,
+    Onexception_,
+    On_Exception,
+    On_Exception_,
+    OnException,
+    OnException_,
+    on_Exception,
+    _on_Exception,
+    on_Exception_,
+    onException,
+    _onException,
+    onException_,
+    n_exception,
+    oon_exception,
+    no_exception,
+    o_exception,
+    onn_exception,
+    o_nexception,
+    one_xception,
+    on_xception,
+    on_eexception,
+    on_xeception,
+    on_eception,
+    on_exxception,
+    on_ecxeption,
+    on_exeption,
+    on_excception,
+    on_execption,
+    on_excption,
+    on_exceeption,
+    on_excpetion,
+    on_excetion,
+    on_excepption,
+    on_excetpion,
+    on_excepion,
+    on_excepttion,
+    on_excepiton,
+    on_excepton,
+    on_exceptiion,
+    on_exceptoin,
+    on_exceptin,
+    on_exceptioon,
+    on_exceptino,
+    on_exceptio,
+    on_exceptionn,
+    on_exceptions,
+    on_exceptioned,
   };
 };
 
@@ -406,6 +460,60 @@ struct near_miss_type_probe {
   using after_runed = near_miss_type_probe_tag;
   using End = near_miss_type_probe_tag;
   using End_ = near_miss_type_probe_tag;
+  using _on_exception = near_miss_type_probe_tag;
+  using on_exception_ = near_miss_type_probe_tag;
+  using onexception = near_miss_type_probe_tag;
+  using _onexception = near_miss_type_probe_tag;
+  using onexception_ = near_miss_type_probe_tag;
+  using On_exception = near_miss_type_probe_tag;
+  using On_exception_ = near_miss_type_probe_tag;
+  using Onexception = near_miss_type_probe_tag;
+  using Onexception_ = near_miss_type_probe_tag;
+  using On_Exception = near_miss_type_probe_tag;
+  using On_Exception_ = near_miss_type_probe_tag;
+  using OnException = near_miss_type_probe_tag;
+  using OnException_ = near_miss_type_probe_tag;
+  using on_Exception = near_miss_type_probe_tag;
+  using _on_Exception = near_miss_type_probe_tag;
+  using on_Exception_ = near_miss_type_probe_tag;
+  using onException = near_miss_type_probe_tag;
+  using _onException = near_miss_type_probe_tag;
+  using onException_ = near_miss_type_probe_tag;
+  using n_exception = near_miss_type_probe_tag;
+  using oon_exception = near_miss_type_probe_tag;
+  using no_exception = near_miss_type_probe_tag;
+  using o_exception = near_miss_type_probe_tag;
+  using onn_exception = near_miss_type_probe_tag;
+  using o_nexception = near_miss_type_probe_tag;
+  using one_xception = near_miss_type_probe_tag;
+  using on_xception = near_miss_type_probe_tag;
+  using on_eexception = near_miss_type_probe_tag;
+  using on_xeception = near_miss_type_probe_tag;
+  using on_eception = near_miss_type_probe_tag;
+  using on_exxception = near_miss_type_probe_tag;
+  using on_ecxeption = near_miss_type_probe_tag;
+  using on_exeption = near_miss_type_probe_tag;
+  using on_excception = near_miss_type_probe_tag;
+  using on_execption = near_miss_type_probe_tag;
+  using on_excption = near_miss_type_probe_tag;
+  using on_exceeption = near_miss_type_probe_tag;
+  using on_excpetion = near_miss_type_probe_tag;
+  using on_excetion = near_miss_type_probe_tag;
+  using on_excepption = near_miss_type_probe_tag;
+  using on_excetpion = near_miss_type_probe_tag;
+  using on_excepion = near_miss_type_probe_tag;
+  using on_excepttion = near_miss_type_probe_tag;
+  using on_excepiton = near_miss_type_probe_tag;
+  using on_excepton = near_miss_type_probe_tag;
+  using on_exceptiion = near_miss_type_probe_tag;
+  using on_exceptoin = near_miss_type_probe_tag;
+  using on_exceptin = near_miss_type_probe_tag;
+  using on_exceptioon = near_miss_type_probe_tag;
+  using on_exceptino = near_miss_type_probe_tag;
+  using on_exceptio = near_miss_type_probe_tag;
+  using on_exceptionn = near_miss_type_probe_tag;
+  using on_exceptions = near_miss_type_probe_tag;
+  using on_exceptioned = near_miss_type_probe_tag;
 };
 
 template <class Hook>
@@ -612,6 +720,60 @@ concept near_miss_free = requires {
   Probed::after_runed;
   Probed::End;
   Probed::End_;
+  Probed::_on_exception;
+  Probed::on_exception_;
+  Probed::onexception;
+  Probed::_onexception;
+  Probed::onexception_;
+  Probed::On_exception;
+  Probed::On_exception_;
+  Probed::Onexception;
+  Probed::Onexception_;
+  Probed::On_Exception;
+  Probed::On_Exception_;
+  Probed::OnException;
+  Probed::OnException_;
+  Probed::on_Exception;
+  Probed::_on_Exception;
+  Probed::on_Exception_;
+  Probed::onException;
+  Probed::_onException;
+  Probed::onException_;
+  Probed::n_exception;
+  Probed::oon_exception;
+  Probed::no_exception;
+  Probed::o_exception;
+  Probed::onn_exception;
+  Probed::o_nexception;
+  Probed::one_xception;
+  Probed::on_xception;
+  Probed::on_eexception;
+  Probed::on_xeception;
+  Probed::on_eception;
+  Probed::on_exxception;
+  Probed::on_ecxeption;
+  Probed::on_exeption;
+  Probed::on_excception;
+  Probed::on_execption;
+  Probed::on_excption;
+  Probed::on_exceeption;
+  Probed::on_excpetion;
+  Probed::on_excetion;
+  Probed::on_excepption;
+  Probed::on_excetpion;
+  Probed::on_excepion;
+  Probed::on_excepttion;
+  Probed::on_excepiton;
+  Probed::on_excepton;
+  Probed::on_exceptiion;
+  Probed::on_exceptoin;
+  Probed::on_exceptin;
+  Probed::on_exceptioon;
+  Probed::on_exceptino;
+  Probed::on_exceptio;
+  Probed::on_exceptionn;
+  Probed::on_exceptions;
+  Probed::on_exceptioned;
 };
 
 // Which names the hook has as member functions (overloaded, templates, static, any access).
@@ -1186,6 +1348,168 @@ consteval near_miss_set find_near_misses() {
       if constexpr (!requires { Probed::End_; })
         found.misspelt[186] = !requires { { Hook::End_ } -> near_miss_value; } &&
                               requires { typename TypeProbed::End_::type; };
+      if constexpr (!requires { Probed::_on_exception; })
+        found.misspelt[187] = !requires { { Hook::_on_exception } -> near_miss_value; } &&
+                              requires { typename TypeProbed::_on_exception::type; };
+      if constexpr (!requires { Probed::on_exception_; })
+        found.misspelt[188] = !requires { { Hook::on_exception_ } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_exception_::type; };
+      if constexpr (!requires { Probed::onexception; })
+        found.misspelt[189] = !requires { { Hook::onexception } -> near_miss_value; } &&
+                              requires { typename TypeProbed::onexception::type; };
+      if constexpr (!requires { Probed::_onexception; })
+        found.misspelt[190] = !requires { { Hook::_onexception } -> near_miss_value; } &&
+                              requires { typename TypeProbed::_onexception::type; };
+      if constexpr (!requires { Probed::onexception_; })
+        found.misspelt[191] = !requires { { Hook::onexception_ } -> near_miss_value; } &&
+                              requires { typename TypeProbed::onexception_::type; };
+      if constexpr (!requires { Probed::On_exception; })
+        found.misspelt[192] = !requires { { Hook::On_exception } -> near_miss_value; } &&
+                              requires { typename TypeProbed::On_exception::type; };
+      if constexpr (!requires { Probed::On_exception_; })
+        found.misspelt[193] = !requires { { Hook::On_exception_ } -> near_miss_value; } &&
+                              requires { typename TypeProbed::On_exception_::type; };
+      if constexpr (!requires { Probed::Onexception; })
+        found.misspelt[194] = !requires { { Hook::Onexception } -> near_miss_value; } &&
+                              requires { typename TypeProbed::Onexception::type; };
+      if constexpr (!requires { Probed::Onexception_; })
+        found.misspelt[195] = !requires { { Hook::Onexception_ } -> near_miss_value; } &&
+                              requires { typename TypeProbed::Onexception_::type; };
+      if constexpr (!requires { Probed::On_Exception; })
+        found.misspelt[196] = !requires { { Hook::On_Exception } -> near_miss_value; } &&
+                              requires { typename TypeProbed::On_Exception::type; };
+      if constexpr (!requires { Probed::On_Exception_; })
+        found.misspelt[197] = !requires { { Hook::On_Exception_ } -> near_miss_value; } &&
+                              requires { typename TypeProbed::On_Exception_::type; };
+      if constexpr (!requires { Probed::OnException; })
+        found.misspelt[198] = !requires { { Hook::OnException } -> near_miss_value; } &&
+                              requires { typename TypeProbed::OnException::type; };
+      if constexpr (!requires { Probed::OnException_; })
+        found.misspelt[199] = !requires { { Hook::OnException_ } -> near_miss_value; } &&
+                              requires { typename TypeProbed::OnException_::type; };
+      if constexpr (!requires { Probed::on_Exception; })
+        found.misspelt[200] = !requires { { Hook::on_Exception } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_Exception::type; };
+      if constexpr (!requires { Probed::_on_Exception; })
+        found.misspelt[201] = !requires { { Hook::_on_Exception } -> near_miss_value; } &&
+                              requires { typename TypeProbed::_on_Exception::type; };
+      if constexpr (!requires { Probed::on_Exception_; })
+        found.misspelt[202] = !requires { { Hook::on_Exception_ } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_Exception_::type; };
+      if constexpr (!requires { Probed::onException; })
+        found.misspelt[203] = !requires { { Hook::onException } -> near_miss_value; } &&
+                              requires { typename TypeProbed::onException::type; };
+      if constexpr (!requires { Probed::_onException; })
+        found.misspelt[204] = !requires { { Hook::_onException } -> near_miss_value; } &&
+                              requires { typename TypeProbed::_onException::type; };
+      if constexpr (!requires { Probed::onException_; })
+        found.misspelt[205] = !requires { { Hook::onException_ } -> near_miss_value; } &&
+                              requires { typename TypeProbed::onException_::type; };
+      if constexpr (!requires { Probed::n_exception; })
+        found.misspelt[206] = !requires { { Hook::n_exception } -> near_miss_value; } &&
+                              requires { typename TypeProbed::n_exception::type; };
+      if constexpr (!requires { Probed::oon_exception; })
+        found.misspelt[207] = !requires { { Hook::oon_exception } -> near_miss_value; } &&
+                              requires { typename TypeProbed::oon_exception::type; };
+      if constexpr (!requires { Probed::no_exception; })
+        found.misspelt[208] = !requires { { Hook::no_exception } -> near_miss_value; } &&
+                              requires { typename TypeProbed::no_exception::type; };
+      if constexpr (!requires { Probed::o_exception; })
+        found.misspelt[209] = !requires { { Hook::o_exception } -> near_miss_value; } &&
+                              requires { typename TypeProbed::o_exception::type; };
+      if constexpr (!requires { Probed::onn_exception; })
+        found.misspelt[210] = !requires { { Hook::onn_exception } -> near_miss_value; } &&
+                              requires { typename TypeProbed::onn_exception::type; };
+      if constexpr (!requires { Probed::o_nexception; })
+        found.misspelt[211] = !requires { { Hook::o_nexception } -> near_miss_value; } &&
+                              requires { typename TypeProbed::o_nexception::type; };
+      if constexpr (!requires { Probed::one_xception; })
+        found.misspelt[212] = !requires { { Hook::one_xception } -> near_miss_value; } &&
+                              requires { typename TypeProbed::one_xception::type; };
+      if constexpr (!requires { Probed::on_xception; })
+        found.misspelt[213] = !requires { { Hook::on_xception } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_xception::type; };
+      if constexpr (!requires { Probed::on_eexception; })
+        found.misspelt[214] = !requires { { Hook::on_eexception } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_eexception::type; };
+      if constexpr (!requires { Probed::on_xeception; })
+        found.misspelt[215] = !requires { { Hook::on_xeception } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_xeception::type; };
+      if constexpr (!requires { Probed::on_eception; })
+        found.misspelt[216] = !requires { { Hook::on_eception } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_eception::type; };
+      if constexpr (!requires { Probed::on_exxception; })
+        found.misspelt[217] = !requires { { Hook::on_exxception } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_exxception::type; };
+      if constexpr (!requires { Probed::on_ecxeption; })
+        found.misspelt[218] = !requires { { Hook::on_ecxeption } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_ecxeption::type; };
+      if constexpr (!requires { Probed::on_exeption; })
+        found.misspelt[219] = !requires { { Hook::on_exeption } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_exeption::type; };
+      if constexpr (!requires { Probed::on_excception; })
+        found.misspelt[220] = !requires { { Hook::on_excception } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_excception::type; };
+      if constexpr (!requires { Probed::on_execption; })
+        found.misspelt[221] = !requires { { Hook::on_execption } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_execption::type; };
+      if constexpr (!requires { Probed::on_excption; })
+        found.misspelt[222] = !requires { { Hook::on_excption } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_excption::type; };
+      if constexpr (!requires { Probed::on_exceeption; })
+        found.misspelt[223] = !requires { { Hook::on_exceeption } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_exceeption::type; };
+      if constexpr (!requires { Probed::on_excpetion; })
+        found.misspelt[224] = !requires { { Hook::on_excpetion } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_excpetion::type; };
+      if constexpr (!requires { Probed::on_excetion; })
+        found.misspelt[225] = !requires { { Hook::on_excetion } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_excetion::type; };
+      if constexpr (!requires { Probed::on_excepption; })
+        found.misspelt[226] = !requires { { Hook::on_excepption } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_excepption::type; };
+      if constexpr (!requires { Probed::on_excetpion; })
+        found.misspelt[227] = !requires { { Hook::on_excetpion } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_excetpion::type; };
+      if constexpr (!requires { Probed::on_excepion; })
+        found.misspelt[228] = !requires { { Hook::on_excepion } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_excepion::type; };
+      if constexpr (!requires { Probed::on_excepttion; })
+        found.misspelt[229] = !requires { { Hook::on_excepttion } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_excepttion::type; };
+      if constexpr (!requires { Probed::on_excepiton; })
+        found.misspelt[230] = !requires { { Hook::on_excepiton } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_excepiton::type; };
+      if constexpr (!requires { Probed::on_excepton; })
+        found.misspelt[231] = !requires { { Hook::on_excepton } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_excepton::type; };
+      if constexpr (!requires { Probed::on_exceptiion; })
+        found.misspelt[232] = !requires { { Hook::on_exceptiion } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_exceptiion::type; };
+      if constexpr (!requires { Probed::on_exceptoin; })
+        found.misspelt[233] = !requires { { Hook::on_exceptoin } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_exceptoin::type; };
+      if constexpr (!requires { Probed::on_exceptin; })
+        found.misspelt[234] = !requires { { Hook::on_exceptin } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_exceptin::type; };
+      if constexpr (!requires { Probed::on_exceptioon; })
+        found.misspelt[235] = !requires { { Hook::on_exceptioon } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_exceptioon::type; };
+      if constexpr (!requires { Probed::on_exceptino; })
+        found.misspelt[236] = !requires { { Hook::on_exceptino } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_exceptino::type; };
+      if constexpr (!requires { Probed::on_exceptio; })
+        found.misspelt[237] = !requires { { Hook::on_exceptio } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_exceptio::type; };
+      if constexpr (!requires { Probed::on_exceptionn; })
+        found.misspelt[238] = !requires { { Hook::on_exceptionn } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_exceptionn::type; };
+      if constexpr (!requires { Probed::on_exceptions; })
+        found.misspelt[239] = !requires { { Hook::on_exceptions } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_exceptions::type; };
+      if constexpr (!requires { Probed::on_exceptioned; })
+        found.misspelt[240] = !requires { { Hook::on_exceptioned } -> near_miss_value; } &&
+                              requires { typename TypeProbed::on_exceptioned::type; };
       for (bool misspelt : found.misspelt) found.any = found.any || misspelt;
     }
   }
@@ -2215,6 +2539,276 @@ struct check_near_misses<Hook, true> {
                 "`end` and would never be called. Rename it `end`, or give it a name further from "
                 "the hook points (data members and types may have such names, but not private "
                 "data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[187],
+                "runhooks: the hook has a member function `_on_exception`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[188],
+                "runhooks: the hook has a member function `on_exception_`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[189],
+                "runhooks: the hook has a member function `onexception`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[190],
+                "runhooks: the hook has a member function `_onexception`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[191],
+                "runhooks: the hook has a member function `onexception_`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[192],
+                "runhooks: the hook has a member function `On_exception`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[193],
+                "runhooks: the hook has a member function `On_exception_`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[194],
+                "runhooks: the hook has a member function `Onexception`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[195],
+                "runhooks: the hook has a member function `Onexception_`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[196],
+                "runhooks: the hook has a member function `On_Exception`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[197],
+                "runhooks: the hook has a member function `On_Exception_`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[198],
+                "runhooks: the hook has a member function `OnException`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[199],
+                "runhooks: the hook has a member function `OnException_`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[200],
+                "runhooks: the hook has a member function `on_Exception`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[201],
+                "runhooks: the hook has a member function `_on_Exception`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[202],
+                "runhooks: the hook has a member function `on_Exception_`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[203],
+                "runhooks: the hook has a member function `onException`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[204],
+                "runhooks: the hook has a member function `_onException`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[205],
+                "runhooks: the hook has a member function `onException_`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[206],
+                "runhooks: the hook has a member function `n_exception`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[207],
+                "runhooks: the hook has a member function `oon_exception`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[208],
+                "runhooks: the hook has a member function `no_exception`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[209],
+                "runhooks: the hook has a member function `o_exception`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[210],
+                "runhooks: the hook has a member function `onn_exception`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[211],
+                "runhooks: the hook has a member function `o_nexception`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[212],
+                "runhooks: the hook has a member function `one_xception`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[213],
+                "runhooks: the hook has a member function `on_xception`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[214],
+                "runhooks: the hook has a member function `on_eexception`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[215],
+                "runhooks: the hook has a member function `on_xeception`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[216],
+                "runhooks: the hook has a member function `on_eception`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[217],
+                "runhooks: the hook has a member function `on_exxception`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[218],
+                "runhooks: the hook has a member function `on_ecxeption`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[219],
+                "runhooks: the hook has a member function `on_exeption`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[220],
+                "runhooks: the hook has a member function `on_excception`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[221],
+                "runhooks: the hook has a member function `on_execption`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[222],
+                "runhooks: the hook has a member function `on_excption`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[223],
+                "runhooks: the hook has a member function `on_exceeption`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[224],
+                "runhooks: the hook has a member function `on_excpetion`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[225],
+                "runhooks: the hook has a member function `on_excetion`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[226],
+                "runhooks: the hook has a member function `on_excepption`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[227],
+                "runhooks: the hook has a member function `on_excetpion`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[228],
+                "runhooks: the hook has a member function `on_excepion`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[229],
+                "runhooks: the hook has a member function `on_excepttion`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[230],
+                "runhooks: the hook has a member function `on_excepiton`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[231],
+                "runhooks: the hook has a member function `on_excepton`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[232],
+                "runhooks: the hook has a member function `on_exceptiion`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[233],
+                "runhooks: the hook has a member function `on_exceptoin`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[234],
+                "runhooks: the hook has a member function `on_exceptin`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[235],
+                "runhooks: the hook has a member function `on_exceptioon`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[236],
+                "runhooks: the hook has a member function `on_exceptino`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[237],
+                "runhooks: the hook has a member function `on_exceptio`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[238],
+                "runhooks: the hook has a member function `on_exceptionn`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[239],
+                "runhooks: the hook has a member function `on_exceptions`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
+  static_assert(!near_misses_of<Hook>.misspelt[240],
+                "runhooks: the hook has a member function `on_exceptioned`, which looks like a "
+                "misspelt `on_exception` and would never be called. Rename it `on_exception`, or "
+                "give it a name further from the hook points (data members and types may have "
+                "such names, but not private data members: runhooks cannot tell what those are).");
   static constexpr bool value = true;
 };
 
