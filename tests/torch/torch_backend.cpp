@@ -11,6 +11,7 @@
 #include <runhooks/checkpoint/checkpoint_saver_hook.hpp>
 #include <runhooks/checkpoint/checkpointable.hpp>
 #include <runhooks/core.hpp>
+#include <runhooks/hooks/reduce_lr_on_plateau_hook.hpp>
 #include <runhooks/torch/distributed/gradient_allreduce.hpp>
 #include <runhooks/torch/torch_backend.hpp>
 
@@ -230,6 +231,47 @@ TEST_CASE("save and restore: a restored backend continues bit for bit as the uni
     Backend reference = make_backend();
     for (int i = 0; i < 20; ++i) resumed.run(), reference.run();
     CHECK(bitwise_equal(parameters(resumed), parameters(reference)));
+  }
+}
+
+static_assert(runhooks::HasLearningRate<Backend>);
+
+// Issue 27: the learning-rate hooks drive TorchBackend's optimizer: the rate is set in every
+// parameter group, the step uses it, and the checkpoint carries it.
+TEST_CASE("the learning rate: set in every parameter group, used by the step, kept by a checkpoint") {
+  TempDir dir;
+  Backend backend = make_backend();
+  CHECK(backend.learning_rate() == doctest::Approx(0.1));
+  backend.optimizer().add_param_group(torch::optim::OptimizerParamGroup(
+      {torch::zeros({1}, torch::requires_grad())},
+      std::make_unique<torch::optim::SGDOptions>(0.3)));
+  backend.set_learning_rate(0.025);
+  for (auto& group : backend.optimizer().param_groups())
+    CHECK(group.options().get_lr() == doctest::Approx(0.025));
+
+  // One step at rate 0 changes no weight; the rate is what the step reads.
+  backend.set_learning_rate(0.0);
+  const std::vector<torch::Tensor> before = parameters(backend);
+  backend.run();
+  CHECK(bitwise_equal(parameters(backend), before));
+
+  backend.set_learning_rate(0.0125);
+  backend.save(dir.path / "model.ckpt-1");
+  Backend resumed = make_backend();
+  resumed.optimizer().add_param_group(torch::optim::OptimizerParamGroup(
+      {torch::zeros({1}, torch::requires_grad())},
+      std::make_unique<torch::optim::SGDOptions>(0.3)));
+  resumed.restore(dir.path / "model.ckpt-1");
+  CHECK(resumed.learning_rate() == doctest::Approx(0.0125));
+
+  SUBCASE("ReduceLROnPlateauHook halves it on every check that is no improvement") {
+    Backend trained = make_backend();
+    runhooks::ReduceLROnPlateauHook<BatchLoss> plateau(
+        {.factor = 0.5, .patience = 0, .min_delta = 1e9});
+    runhooks::SingularMonitoredSession session{std::move(trained), std::ref(plateau)};
+    for (int i = 0; i < 3; ++i) session.run();  // the first check sets the best, two reduce
+    CHECK(session.raw_session().learning_rate() == doctest::Approx(0.025));
+    CHECK(plateau.reductions() == 2);
   }
 }
 

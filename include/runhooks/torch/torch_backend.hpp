@@ -332,6 +332,15 @@ class TorchBackend {
     return file;
   }
 
+  // The learning rate, for the hooks that read or set it (HasLearningRate: ReduceLROnPlateauHook,
+  // LearningRateScheduleHook, LearningRateMonitorHook): the first parameter group's, and set in
+  // every group, in the options the optimizer's step reads and its checkpoint archive keeps.
+  double learning_rate() const { return optimizer_->param_groups().front().options().get_lr(); }
+  void set_learning_rate(double rate) {
+    for (torch::optim::OptimizerParamGroup& group : optimizer_->param_groups())
+      group.options().set_lr(rate);
+  }
+
   // How many tensors this backend converted with .item() (fetches and accuracy()).
   std::int64_t item_calls() const noexcept { return item_calls_; }
 
