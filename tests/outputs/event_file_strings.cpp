@@ -67,7 +67,9 @@ TEST_CASE("escape_invalid_utf8 is Python's decode('utf-8', 'backslashreplace'); 
       {std::string("a\0b", 3), std::string("a\0b", 3)},
       {"a\\b", "a\\b"},
   };
-  for (const auto& [raw, escaped] : cases) {
+  for (const auto& pair : cases) {
+    const std::string& raw = pair.first;  // not a structured binding: CAPTURE's lambda takes it,
+    const std::string& escaped = pair.second;  // which clang 14 refuses for a binding
     CAPTURE(escaped);
     CHECK(escape_invalid_utf8(raw) == escaped);
     CHECK(is_utf8(raw) == (raw == escaped));
