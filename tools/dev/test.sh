@@ -127,8 +127,8 @@ cmd_test() {
 
   echo
   ((${#reports[@]} == 0)) || python3 tools/dev/slowest.py "${reports[@]}" || true
-  echo "time per suite (a suite's build ran partly during the previous suite's tests; its CPU"
-  echo "seconds are counted in its own line):"
+  echo "time per suite (a suite's build ran in the background during the previous suite's tests,"
+  echo "and its CPU seconds count where it ended, mostly in the previous suite's line):"
   printf '%s\n' "${times[@]}"
   children_cpu_seconds
   echo "  all: $(duration $total) wall, $(duration "$CPU_SECONDS") CPU"
@@ -199,8 +199,9 @@ test_suite_tsan() {
 
 # ---- how long the suites take -------------------------------------------------------------------
 # children_cpu_seconds: sets CPU_SECONDS to the user + system CPU seconds of every child of this
-# shell that has ended and been waited for (bash's `times`, second line). A suite's background build
-# is counted when its turn comes (`wait`), so the difference across a suite's turn is its CPU.
+# shell that has ended (bash's `times`, second line: bash reaps a background job when it ends). A
+# suite's build in the background is therefore counted in the turn during which it ended, mostly
+# the previous suite's; the total is exact.
 children_cpu_seconds() {
   # `times` in this shell itself: in a $(...) subshell it would count that subshell's children.
   local file line
@@ -215,10 +216,10 @@ children_cpu_seconds() {
 }
 # Wall seconds of each suite from scratch (fresh build directory) on a quiet 2-core machine with
 # libtorch installed: the first line's estimate for a suite that $SUITE_TIMES does not know yet.
-# From a fresh clone's run (issue 21, 13 min 7 s in all), each suite counted from the end of the
-# previous one: clang's and asan's builds ran mostly in the background during the previous
-# suite's tests.
-declare -gA TYPICAL_SECONDS=([gcc]=470 [clang]=175 [asan]=130 [tsan]=5 [consumer]=15)
+# From a fresh clone's run of .ci/run (issue 30, 14 min 18 s and 26 min 1 s of CPU in all, 529
+# tests), each suite counted from the end of the previous one: clang's and asan's builds ran mostly
+# in the background during the previous suite's tests.
+declare -gA TYPICAL_SECONDS=([gcc]=515 [clang]=120 [asan]=208 [tsan]=3 [consumer]=12)
 # Each suite's wall seconds in the last run, `NAME SECONDS` a line; a rerun, which rebuilds only
 # what changed, is usually faster than the first.
 SUITE_TIMES=build/suite-times
