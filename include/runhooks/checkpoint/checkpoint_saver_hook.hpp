@@ -32,6 +32,7 @@
 #include <runhooks/clock.hpp>
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/checked.hpp>
+#include <runhooks/detail/describe_exception.hpp>
 #include <runhooks/detail/no_constructor_fits.hpp>
 #include <runhooks/detail/periodic_trigger.hpp>
 #include <runhooks/hook_state.hpp>
@@ -181,7 +182,7 @@ class CheckpointSaverHook
     if (in_flight_ && in_flight_->error)
       log(Severity::warning, "runhooks: CheckpointSaverHook: a background save failed after the "
                              "last run() and no close() raised it: " +
-                                 describe(in_flight_->error));
+                                 detail::describe_exception(in_flight_->error));
   }
 
   void begin() {
@@ -272,15 +273,6 @@ class CheckpointSaverHook
     options_.basename = basename_;
   }
 
-  static std::string describe(const std::exception_ptr& error) {
-    try {
-      std::rethrow_exception(error);
-    } catch (const std::exception& e) {
-      return e.what();
-    } catch (...) {
-      return "an exception not derived from std::exception";
-    }
-  }
 
   double wall_now() {
     if constexpr (std::is_same_v<C, SteadyClock>)

@@ -1,5 +1,5 @@
-// describe_current_exception: the message of the exception being handled, for the error reports
-// of a job of many processes (a rank that fails prints it before the job ends).
+// describe_exception, describe_current_exception: an exception's message, for the error reports
+// of recovery, of the on_exception hook point and of a job of many processes.
 #pragma once
 
 #include <runhooks/detail/config.hpp>
@@ -10,10 +10,8 @@
 
 namespace runhooks::detail {
 
-// what() of the exception being handled, or a sentence saying there is none or it has no what().
-inline std::string describe_current_exception() {
-  const std::exception_ptr error = std::current_exception();
-  if (!error) return "no exception";
+// what() of `error`, or a sentence saying it has no what().
+inline std::string describe_exception(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
   } catch (const std::exception& e) {
@@ -21,6 +19,12 @@ inline std::string describe_current_exception() {
   } catch (...) {
     return "an exception not derived from std::exception";
   }
+}
+
+// what() of the exception being handled, or a sentence saying there is none or it has no what().
+inline std::string describe_current_exception() {
+  const std::exception_ptr error = std::current_exception();
+  return error ? describe_exception(error) : "no exception";
 }
 
 // `message` without a leading "runhooks: <who>: ", where `who` names this process ("rank 2 of 4"):

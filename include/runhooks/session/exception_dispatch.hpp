@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include <runhooks/concepts.hpp>
+#include <runhooks/detail/describe_exception.hpp>
 #include <runhooks/detail/type_name.hpp>
 #include <runhooks/error.hpp>
 #include <runhooks/log.hpp>
@@ -33,15 +34,6 @@ inline bool is_clean_end(const std::exception_ptr& error) {
   }
 }
 
-inline std::string describe_exception(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception not derived from std::exception";
-  }
-}
 
 // Calls every hook's on_exception(backend, error) in declaration order. A handler that throws is
 // logged, naming the hook, and the next one is called: the exception that is leaving run() is

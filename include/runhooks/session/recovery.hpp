@@ -13,6 +13,7 @@
 
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/checked.hpp>
+#include <runhooks/detail/describe_exception.hpp>
 #include <runhooks/detail/hot_path.hpp>
 #include <runhooks/detail/sleep.hpp>
 #include <runhooks/error.hpp>
@@ -76,15 +77,6 @@ inline bool is_preemption(const std::exception_ptr& error) {
   }
 }
 
-inline std::string describe(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception not derived from std::exception";
-  }
-}
 
 [[noreturn]] inline void throw_run_after_stop(bool closed) {
   if (closed) throw UsageError("Run called on a closed session.");
@@ -230,7 +222,7 @@ class SessionRecovery {
       const double secs = detail::checked_secs("the retry policy's next_delay()", *delay);
       log(Severity::info, "runhooks: backend lost; re-creating it (attempt " +
                               std::to_string(failures) + ", after " + detail::format_number(secs) +
-                              " s): " + detail::describe(failure));
+                              " s): " + detail::describe_exception(failure));
       if (detail::wait_unless_stopped(secs, [this] { return stop_arrived(); }))
         return stopped_during_recovery(failures, failure);
       try {
@@ -281,7 +273,7 @@ class SessionRecovery {
         "runhooks: stopped during recovery (" + why + "): the backend is not created again after " +
             (failures == 1 ? std::string("1 failure") :
                              std::to_string(failures) + " consecutive failures") +
-            ", and the session stops without one. Last error: " + detail::describe(failure));
+            ", and the session stops without one. Last error: " + detail::describe_exception(failure));
     return nullptr;
   }
 
@@ -313,7 +305,7 @@ class SessionRecovery {
           const std::exception_ptr end = recover(failures, error);
           if (end && !detail::is_preemption(end))  // a fatal error while re-creating
             log(Severity::warning,
-                "runhooks: re-creating the backend failed: " + detail::describe(end));
+                "runhooks: re-creating the backend failed: " + detail::describe_exception(end));
           return state().stop;  // the policy gave up, an error waits, or the caller asked to stop
         } catch (const std::exception& e) {
           log(Severity::warning, std::string("runhooks: re-creating the backend failed: ") +
@@ -417,7 +409,7 @@ class SessionRecovery {
       // step left to recover.
       log(Severity::warning, "runhooks: ignoring an error reported to the coordinator while "
                              "closing (nothing left to recover): " +
-                                 detail::describe(thread_error));
+                                 detail::describe_exception(thread_error));
       thread_error = nullptr;
     }
     if (thread_error && thread_error == state().raised_error) thread_error = nullptr;

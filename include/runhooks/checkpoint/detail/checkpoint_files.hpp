@@ -85,6 +85,27 @@ inline bool is_valid_checkpoint_suffix(std::string_view suffix) noexcept {
          (suffix.empty() || !(suffix.front() >= '0' && suffix.front() <= '9'));
 }
 
+// What a backend's save(dir / stage) wrote: the suffix of each file named `stage` + suffix, each
+// a suffix a checkpoint may have and each file fsynced. A file of another name, or none at all, is
+// a CheckpointError naming it (the manager's commit and ExceptionCheckpointHook share this).
+inline std::vector<std::string> staged_checkpoint_suffixes(const std::filesystem::path& dir,
+                                                           const std::string& stage) {
+  std::vector<std::string> suffixes;
+  for (const std::string& file : names_starting_with(dir, stage)) {
+    const std::string suffix = file.substr(stage.size());
+    if (!is_valid_checkpoint_suffix(suffix))
+      throw CheckpointError("runhooks: the backend's save wrote " + quoted_path(dir / file) +
+                            ": a checkpoint file must be named by the prefix, or the prefix "
+                            "followed by a non-digit (e.g. '.arrays').");
+    suffixes.push_back(suffix);
+  }
+  if (suffixes.empty())
+    throw CheckpointError("runhooks: the backend's save(" + quoted_path(dir / stage) +
+                          ") wrote no file whose name starts with that prefix.");
+  for (const std::string& suffix : suffixes) fsync_path(dir / (stage + suffix));
+  return suffixes;
+}
+
 // Files runhooks never deletes through a checkpoint name: the state file, its temporary copies,
 // and the lock.
 inline bool is_reserved_file(std::string_view file) noexcept {

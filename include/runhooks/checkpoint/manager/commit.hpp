@@ -64,19 +64,7 @@ class ManagerCommit {
     bool stage_named = false;
     try {
       write(dir / stage);
-      for (const std::string& file : detail::names_starting_with(dir, stage)) {
-        const std::string suffix = file.substr(stage.size());
-        if (!detail::is_valid_checkpoint_suffix(suffix))
-          throw CheckpointError("runhooks: the backend's save wrote " +
-                                detail::quoted_path(dir / file) +
-                                ": a checkpoint file must be named by the prefix, or the prefix "
-                                "followed by a non-digit (e.g. '.arrays').");
-        suffixes.push_back(suffix);
-      }
-      if (suffixes.empty())
-        throw CheckpointError("runhooks: the backend's save(" + detail::quoted_path(dir / stage) +
-                              ") wrote no file whose name starts with that prefix.");
-      for (const std::string& suffix : suffixes) detail::fsync_path(dir / (stage + suffix));
+      suffixes = detail::staged_checkpoint_suffixes(dir, stage);
 
       // This save supersedes an older one at the same step, and a staging copy of one that the
       // state named while it was being replaced (a save killed then).

@@ -145,20 +145,7 @@ class ExceptionCheckpointHook {
     const std::string stage = "." + name + ".tmp-" + detail::unique_token();
     try {
       backend.save(dir / stage);
-      std::vector<std::string> suffixes;
-      for (const std::string& file : detail::names_starting_with(dir, stage)) {
-        const std::string suffix = file.substr(stage.size());
-        if (!detail::is_valid_checkpoint_suffix(suffix))
-          throw CheckpointError("runhooks: the backend's save wrote " +
-                                detail::quoted_path(dir / file) +
-                                ": a checkpoint file must be named by the prefix, or the prefix "
-                                "followed by a non-digit (e.g. '.arrays').");
-        suffixes.push_back(suffix);
-      }
-      if (suffixes.empty())
-        throw CheckpointError("runhooks: the backend's save(" + detail::quoted_path(dir / stage) +
-                              ") wrote no file whose name starts with that prefix.");
-      for (const std::string& suffix : suffixes) detail::fsync_path(dir / (stage + suffix));
+      const std::vector<std::string> suffixes = detail::staged_checkpoint_suffixes(dir, stage);
       // rename(2) replaces a planted link or file at the final name, never follows it.
       for (const std::string& suffix : suffixes)
         detail::rename_over(dir / (stage + suffix), dir / (name + suffix));
