@@ -14,6 +14,9 @@ inf, thresholds, min_delta edges, cooldown, min_lr, a restored timer.
   lightning.fabric SpikeDetection      on_train_batch_end(fabric, loss, batch, batch_idx); the
                                        TrainingSpikeException is caught and the sequence goes on,
                                        so every batch's decision is recorded
+  lightning ModelCheckpoint            check_monitor_top_k and _update_best_and_save per value,
+                                       the file writes stubbed (saved/removed steps recorded)
+  keras.callbacks.ModelCheckpoint      save_best_only, on_epoch_end, model.save recorded
   lightning Timer                      its duration parser, and on_fit_start / on_train_start /
                                        on_train_batch_end with time.monotonic mocked, after
                                        load_state_dict for a restored one
@@ -162,6 +165,37 @@ LIGHTNING_TIMER_DURATIONS = ["00:00:00:10", "01:02:03:04", "0:00:00:01", "123:23
                              "1.5:00:00:00", "00:00:00:10:00"]
 
 # clock[0] is time.monotonic() at on_fit_start and on_train_start; clock[i + 1] after batch i.
+# Best-k checkpoints. Each value is one save trigger at step i (Lightning's ModelCheckpoint:
+# check_monitor_top_k, then _update_best_and_save); Keras' ModelCheckpoint(save_best_only) is
+# one epoch each.
+LIGHTNING_TOP_K = [
+    dict(name="t01_top2_min", save_top_k=2, values=[1.0, 0.5, 0.75, 0.25, 0.875, 0.125]),
+    dict(name="t02_ties_never_displace", save_top_k=2, values=[0.5, 0.5, 0.5, 0.25, 0.25, 0.5]),
+    dict(name="t03_nan_ranks_worst", save_top_k=2, values=[NAN, 1.0, NAN, 0.5, NAN, 0.25]),
+    dict(name="t04_nan_first_fills", save_top_k=3, values=[NAN, NAN, 1.0, 2.0, NAN, 0.5]),
+    dict(name="t05_inf_as_numbers", save_top_k=2, values=[INF, 1.0, INF, -INF, 0.5, -INF]),
+    dict(name="t06_inf_ties_nan", save_top_k=1, values=[INF, NAN, INF, 4.0]),
+    dict(name="t07_max_mode", save_top_k=2, mode="max",
+         values=[0.5, 0.75, 0.25, 0.875, NAN, 0.875, INF, -INF]),
+    dict(name="t08_save_all", save_top_k=-1, values=[1.0, NAN, 0.5, 2.0]),
+    dict(name="t09_top1", save_top_k=1, values=[1.0, 2.0, 0.5, 0.5, 0.75, 0.25]),
+    dict(name="t10_worst_tie_oldest_goes", save_top_k=3,
+         values=[0.5, 1.0, 1.0, 0.75, 1.0, 0.25, 0.125]),
+    dict(name="t11_max_nan_first", save_top_k=2, mode="max", values=[NAN, -INF, 0.0, NAN, 1.0]),
+]
+
+# differs: Keras' best starts at None unless initial_value_threshold is given, so a first NaN is
+# saved and then nothing ever beats it; runhooks (save_top_k=1) ranks NaN worst, as Lightning.
+KERAS_SAVE_BEST_ONLY = [
+    dict(name="kb01_min", values=[1.0, 0.5, 0.75, 0.25, 0.25, 0.125]),
+    dict(name="kb02_threshold", initial_value_threshold=0.5, values=[1.0, 0.5, 0.75, 0.25, 0.375]),
+    dict(name="kb03_threshold_nan", initial_value_threshold=1.0, values=[NAN, 2.0, 0.5, NAN, 0.25]),
+    dict(name="kb04_max_threshold", mode="max", initial_value_threshold=0.5,
+         values=[0.25, 0.5, 0.75, INF, 1.0]),
+    dict(name="kb05_threshold_inf", initial_value_threshold=INF, values=[INF, 2.0, 2.0, 1.0]),
+    dict(name="kb06_nan_first", values=[NAN, 1.0, 0.5], differs=True),
+]
+
 LIGHTNING_TIMER = [
     dict(name="m01_stops_after_duration", duration="00:00:00:10", offset=None,
          clock=[100.0, 103.0, 106.0, 109.0, 110.0, 113.0]),
@@ -236,6 +270,26 @@ def run_keras_reduce_lr_error(spec):
     raise AssertionError("ReduceLROnPlateau accepted %r" % spec)
 
 
+def run_keras_save_best_only(spec):
+    kwargs = {k: spec[k] for k in ("mode", "initial_value_threshold") if k in spec}
+    kwargs.setdefault("mode", "min")
+    saved = []
+
+    class Model(_KerasModel):
+        def save(self, filepath, overwrite=True):
+            saved.append(int(os.path.basename(filepath).split("-")[1].split(".")[0]) - 1)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cb = keras.callbacks.ModelCheckpoint(os.path.join(tmp, "m-{epoch}.keras"),
+                                             monitor="val_loss", save_best_only=True, **kwargs)
+        cb.set_model(Model())
+        cb.on_train_begin()
+        for epoch, value in enumerate(spec["values"]):
+            cb.on_epoch_end(epoch, {"val_loss": value})
+    return dict(saved=saved, mode=kwargs["mode"],
+                initial_value_threshold=spec.get("initial_value_threshold"))
+
+
 def run_keras_terminate_on_nan(spec):
     cb = keras.callbacks.TerminateOnNaN()
     model = _KerasModel()
@@ -283,6 +337,31 @@ def run_lightning_early_stopping(spec):
                 best=float(cb.best_score), wait_count=cb.wait_count,
                 message=cb.stopping_reason_message or "",
                 defaults=dict(patience=cb.patience, check_finite=cb.check_finite))
+
+
+def run_lightning_top_k(spec):
+    from lightning.pytorch.callbacks import ModelCheckpoint as LModelCheckpoint
+    mode = spec.get("mode", "min")
+    saved, removed, kept = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        cb = LModelCheckpoint(dirpath=tmp, monitor="val_loss", mode=mode,
+                              save_top_k=spec["save_top_k"])
+        trainer = types.SimpleNamespace(strategy=_Strategy(), ckpt_path=None, global_step=0)
+        step = [0]
+        cb._get_metric_interpolated_filepath_name = lambda *a, **k: "step=%d" % step[0]
+        cb._save_checkpoint = lambda trainer, path: saved.append(int(path.split("=")[1]))
+        cb._remove_checkpoint = lambda trainer, path: removed.append(int(path.split("=")[1]))
+        cb._should_remove_checkpoint = lambda trainer, previous, current: previous != current
+        for i, value in enumerate(spec["values"]):
+            step[0] = i
+            current = torch.tensor(value, dtype=torch.float64)
+            if cb.check_monitor_top_k(trainer, current):
+                cb._update_best_and_save(current, trainer, {"val_loss": current})
+            kept.append(sorted(int(p.split("=")[1]) for p in cb.best_k_models))
+    best = int(cb.best_model_path.split("=")[1]) if cb.best_model_path else None
+    return dict(mode=mode, saved=saved, removed=removed, kept=kept[-1], kept_after=kept,
+                best_index=best,
+                best_score=None if cb.best_model_score is None else float(cb.best_model_score))
 
 
 class _Fabric:
@@ -508,6 +587,34 @@ struct LightningSpike {{
   double last_val;
 }};
 
+// lightning.pytorch.callbacks.ModelCheckpoint(monitor="val_loss", mode, save_top_k): value i is
+// the save trigger at step i, decided by check_monitor_top_k and _update_best_and_save (the file
+// writes stubbed). saved: the steps it saved; removed: those it deleted after a later save; kept:
+// best_k_models at the end; best: best_model_path's step and best_model_score (NaN stored as the
+// worst infinity, as Lightning does).
+struct LightningTopK {{
+  std::string_view name;
+  bool max_mode;
+  std::int64_t save_top_k;
+  std::span<const double> values;
+  std::span<const std::int64_t> saved;
+  std::span<const std::int64_t> removed;
+  std::span<const std::int64_t> kept;
+  std::optional<std::int64_t> best_index;
+  std::optional<double> best_score;
+}};
+
+// keras.callbacks.ModelCheckpoint(save_best_only=True, mode, initial_value_threshold): the epochs
+// at which it saved. differs: a case where runhooks deliberately differs (documented).
+struct KerasSaveBestOnly {{
+  std::string_view name;
+  bool max_mode;
+  std::optional<double> initial_value_threshold;
+  std::span<const double> values;
+  std::span<const std::int64_t> saved;
+  bool differs;
+}};
+
 // Lightning's Timer(duration="DD:HH:MM:SS"): the seconds, or the MisconfigurationException.
 struct LightningTimerDuration {{
   std::string_view text;
@@ -585,6 +692,25 @@ def emit_header(versions, groups):
             e.i64s(n, "bad_batches", s["bad_batches"]), cpp_f64(s["last_val"])))
     e.array("LightningSpike", "lightning_spike", items)
 
+    items = []
+    for s in groups["lightning_top_k"]:
+        n = s["name"]
+        items.append("{%s, %s, %d, %s, %s, %s, %s, %s, %s}" % (
+            cpp_str(n), "true" if s["mode"] == "max" else "false", s["save_top_k"],
+            e.f64s(n, "values", s["values"]), e.i64s(n, "saved", s["saved"]),
+            e.i64s(n, "removed", s["removed"]), e.i64s(n, "kept", s["kept"]),
+            opt_i64(s["best_index"]), opt_f64(s["best_score"])))
+    e.array("LightningTopK", "lightning_top_k", items)
+
+    items = []
+    for s in groups["keras_save_best_only"]:
+        n = s["name"]
+        items.append("{%s, %s, %s, %s, %s, %s}" % (
+            cpp_str(n), "true" if s["mode"] == "max" else "false",
+            opt_f64(s["initial_value_threshold"]), e.f64s(n, "values", s["values"]),
+            e.i64s(n, "saved", s["saved"]), "true" if s.get("differs") else "false"))
+    e.array("KerasSaveBestOnly", "keras_save_best_only", items)
+
     e.array("LightningTimerDuration", "lightning_timer_durations",
             ["{%s, %s, %s}" % (cpp_str(s["text"]), opt_f64(s["secs"]), cpp_str(s["error"]))
              for s in groups["lightning_timer_durations"]])
@@ -640,6 +766,9 @@ def generate():
         "lightning_timer_durations": [run_lightning_timer_duration(t)
                                       for t in LIGHTNING_TIMER_DURATIONS],
         "lightning_timer": [dict(s, **run_lightning_timer(s)) for s in LIGHTNING_TIMER],
+        "lightning_top_k": [dict(s, **run_lightning_top_k(s)) for s in LIGHTNING_TOP_K],
+        "keras_save_best_only": [dict(s, **run_keras_save_best_only(s))
+                                 for s in KERAS_SAVE_BEST_ONLY],
     }
     files = {}
     for name, group in groups.items():
