@@ -6,7 +6,7 @@
 
 usage_bench-peers() {
   cat <<'EOF'
-./dev bench-peers [peers|ddp] [--rounds N] [--quick]
+./dev bench-peers [peers|ddp|gpt] [--rounds N] [--quick]
   peers: runhooks + libtorch against a hand-written libtorch loop, plain PyTorch, PyTorch Lightning,
   Keras and TensorFlow (a tf.function loop, a Session loop, MonitoredTrainingSession) on the
   same loops, one thread each: time per step of the digits MLP with and without the usual
@@ -25,7 +25,16 @@ usage_bench-peers() {
   tools/bench_peers/ddp.py). Needs torch, libgloo-dev and Open MPI; builds its worker
   (build/bench-peers; output in build/bench-peers.log). Rounds of every job started afresh, in
   a rotating order; writes its tables into docs/performance.md (about 5 minutes on 2 cores).
-  Without a section: both, peers first.
+  gpt: nanoGPT's character-level GPT (examples/torch/gpt.hpp, nanoGPT's CPU configuration on
+  tiny Shakespeare, AdamW, clip 1.0, one thread) under runhooks' TorchStepBackend with and
+  without the usual hooks, a hand-written libtorch loop, plain PyTorch and Lightning's Trainer
+  (bench/torch_gpt.cpp, tools/bench_peers/gpt_peers.py), interleaved in rounds of 40 steps
+  (default 5 rounds); then the hooks' share of a step and a background checkpoint's stall
+  against a memcpy of the model and AdamW bytes (bench_torch_gpt --measure). Needs torch;
+  Lightning's rows need lightning and tensorboard ($TORCH_PYTHON, e.g. a venv's python). Data:
+  $GPT_DATA (default ../shared/data/tinyshakespeare.txt beside the repository). Writes its
+  tables into docs/performance.md ("nanoGPT"; about 4 minutes on 2 cores).
+  Without a section: peers then ddp (not gpt).
     --rounds N  N rounds per measurement (a positive integer)
     --quick     2 rounds of fewer steps, docs/performance.md untouched (about a minute each)
 EOF
@@ -39,7 +48,7 @@ cmd_bench-peers() {
   local driver_args=() quick=0 sections=()
   while (($# > 0)); do
     case $1 in
-      peers | ddp)
+      peers | ddp | gpt)
         ((${#sections[@]} == 0)) || bad_usage bench-peers "one section at most, got '${sections[0]}' and '$1'"
         sections=("$1")
         shift
@@ -105,6 +114,27 @@ bench_peers_peers() {
   fi
   local driver=("$TORCH_PYTHON" tools/bench_peers/run.py --data "$DIGITS_CSV"
     --log-dir "$BENCH_PEERS_DIR/logs" --json "$BENCH_PEERS_DIR/peers.json" "${driver_args[@]}")
+  note "${driver[*]}" >&2
+  "${driver[@]}"
+}
+
+# Tiny Shakespeare for the gpt section (examples/torch/shakespeare.hpp says where it comes from).
+GPT_DATA=${GPT_DATA:-$ROOT/../shared/data/tinyshakespeare.txt}
+
+bench_peers_gpt() {
+  ensure_packages "${BENCH_PEERS_PACKAGES[@]}"
+  have_torch || die "bench-peers gpt needs torch: $TORCH_PYTHON cannot import it (pip install $TORCH_REQUIREMENT)"
+  [[ -f $GPT_DATA ]] ||
+    die "no tiny Shakespeare at $GPT_DATA: set GPT_DATA (karpathy/char-rnn's data/tinyshakespeare/input.txt)"
+  mkdir -p "$BENCH_PEERS_DIR"
+  local exe=$BENCH_PEERS_DIR/bench/bench_torch_gpt status=0
+  note "building the GPT worker, bench/torch_gpt.cpp (output in $BENCH_PEERS_LOG)" >&2
+  { configure_bench_peers &&
+    "$MESON" compile -C "$BENCH_PEERS_DIR" bench_torch_gpt >>"$BENCH_PEERS_LOG" 2>&1; } ||
+    status=$?
+  bench_peers_built "$exe" "$status"
+  local driver=("$TORCH_PYTHON" tools/bench_peers/gpt_run.py --data "$GPT_DATA" --worker "$exe"
+    --log-dir "$BENCH_PEERS_DIR/gpt-logs" --json "$BENCH_PEERS_DIR/gpt.json" "$@")
   note "${driver[*]}" >&2
   "${driver[@]}"
 }
