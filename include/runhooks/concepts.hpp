@@ -8,6 +8,7 @@
 #include <concepts>
 #include <cstdint>
 #include <exception>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -53,6 +54,7 @@ concept BackendFactory = std::is_object_v<F> && !Backend<F> && std::invocable<F&
 //   after_run(run_context, run_values)   after each step that completed
 //   end(backend)                         on close() and on a clean end of the loop
 //   on_exception(backend, error)         when an exception is about to leave run() (HasOnException)
+// and one query: produced(K), the value of a key the hook produces (ProducesKey).
 template <class H>
 concept HasBegin = requires(H& h) { h.begin(); };
 
@@ -126,6 +128,22 @@ concept HasEnd = requires(H& h, B& b) { h.end(b); };
 template <class H, class B>
 concept HasOnException = requires(H& h, B& b, const std::exception_ptr& error) {
   h.on_exception(b, error);
+};
+
+// A hook that produces key K: EvaluationHook, for the metrics of its evaluations. Not a hook
+// point but a query the merged step makes (session/step.hpp).
+//   Minimal complete definition: `const std::optional<typename K::value_type>& produced(K) const`,
+//   the value produced in this step's after_run, or nothing on a step that produced none.
+//   Semantics: a Fetch<K> requested by a hook declared after the producer is filled from
+//   produced(K) right before that hook's after_run (so it sees this step's value), instead of
+//   from the backend; with several producers of K, from the last one declared before it. On a
+//   step on which the producer produced nothing the slot is empty though the fetch was enabled:
+//   a consumer treats an absent value as "no check this step". The session checks at compile
+//   time that every key a hook fetches is the backend's or produced by a hook before it (else
+//   an error naming the key and the hook). A session without producers compiles to the same step.
+template <class H, class K>
+concept ProducesKey = requires(const H& h) {
+  { h.produced(K{}) } -> std::same_as<const std::optional<typename K::value_type>&>;
 };
 
 // A hook that times the others (ProfilerHook). Before each step the session asks it whether to

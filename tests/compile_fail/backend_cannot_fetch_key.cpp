@@ -1,4 +1,5 @@
-// expect: runhooks: a hook or the caller fetches a key the backend does not offer
+// expect: runhooks: a hook reads a key that neither the backend fetches nor a hook declared before it produces
+// expect: no_producer_of_key<Accuracy, AccuracyHook, Trainer>
 // Fetching a key needs `value_type fetch(Key) const` on the backend.
 #include <runhooks/monitored_session.hpp>
 #include <runhooks/session_run_args.hpp>

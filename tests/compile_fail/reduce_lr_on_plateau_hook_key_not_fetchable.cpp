@@ -1,4 +1,4 @@
-// expect: hook_key_not_fetchable<runhooks::ReduceLROnPlateauHook<ValAccuracy>, ValAccuracy, Trainer>
+// expect: no_producer_of_key<ValAccuracy, runhooks::ReduceLROnPlateauHook<ValAccuracy>, Trainer>
 // A metric nothing in the session produces is a compile error naming the hook, the key and the
 // backend (Keras warns at run time and does nothing; Lightning raises at run time when strict).
 #include <runhooks/hooks/reduce_lr_on_plateau_hook.hpp>

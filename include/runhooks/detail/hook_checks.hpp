@@ -2,6 +2,7 @@
 // a class template whose name and arguments the compiler prints (naming the hook or key type).
 #pragma once
 
+#include <cstddef>
 #include <type_traits>
 #include <utility>
 
@@ -117,9 +118,40 @@ struct hook_and_caller_feed_one_input {
 template <class Key, class Backend>
 struct backend_cannot_fetch {
   static_assert(always_false<Key, Backend>,
-                "runhooks: a hook or the caller fetches a key the backend does not offer. Give "
-                "the backend `value_type fetch(Key) const` (key and backend are the template "
+                "runhooks: run() fetches a key the backend does not offer. Give the backend "
+                "`value_type fetch(Key) const` (key and backend are the template "
                 "arguments of runhooks::detail::backend_cannot_fetch).");
+};
+
+// Keys a hook produces (ProducesKey): found when the step's merged shape is computed. Each names
+// the key and the hook that reads it.
+template <class Key, class Hook, class Backend>
+struct no_producer_of_key {
+  static_assert(always_false<Key, Hook, Backend>,
+                "runhooks: a hook reads a key that neither the backend fetches nor a hook "
+                "declared before it produces. Give the backend `value_type fetch(Key) const`, or "
+                "declare a hook that produces the key (an EvaluationHook listing it) before this "
+                "one (the key, the hook and the backend are the template arguments of "
+                "runhooks::detail::no_producer_of_key).");
+};
+
+template <class Key, class Hook, class Producer>
+struct key_produced_after_its_reader {
+  static_assert(always_false<Key, Hook, Producer>,
+                "runhooks: a hook reads a key that only a hook declared after it produces, so it "
+                "would never see the value of its step. Move the reading hook after the producing "
+                "one in the session's list of hooks (the key, the reading hook and the producer "
+                "are the template arguments of runhooks::detail::key_produced_after_its_reader).");
+};
+
+template <class Key, class Producer>
+struct caller_fetches_produced_key {
+  static_assert(always_false<Key, Producer>,
+                "runhooks: run() fetches a key that the backend does not offer and a hook "
+                "produces; the caller's values come from the backend alone. Read the producing "
+                "hook's values after run() (EvaluationHook::last()) instead (the key and the "
+                "producer are the template arguments of "
+                "runhooks::detail::caller_fetches_produced_key).");
 };
 
 template <class Key, class Backend>
@@ -155,12 +187,71 @@ constexpr void check_caller_feeds() {
   });
 }
 
-template <class Backend, class Args>
+template <std::size_t I, class T, class... Ts>
+struct type_at : type_at<I - 1, Ts...> {};
+template <class T, class... Ts>
+struct type_at<0, T, Ts...> {
+  using type = T;
+};
+
+// Which of a session's hooks (the stored types of its hook tuple, std::ref included) produce K.
+template <class K, class HookTuple>
+struct producers_of;
+template <class K, template <class...> class Tuple, class... Hooks>
+struct producers_of<K, Tuple<Hooks...>> {
+  static constexpr bool produces[sizeof...(Hooks) + 1] = {ProducesKey<unwrap_hook_t<Hooks>, K>...,
+                                                          false};
+  // The last producer among the first `end` hooks, or npos.
+  static constexpr std::size_t last_before(std::size_t end) {
+    for (std::size_t i = end; i-- > 0;)
+      if (produces[i]) return i;
+    return npos;
+  }
+  // The first producer at `begin` or after, or npos.
+  static constexpr std::size_t first_from(std::size_t begin) {
+    for (std::size_t i = begin; i < sizeof...(Hooks); ++i)
+      if (produces[i]) return i;
+    return npos;
+  }
+  template <std::size_t J>
+  using hook = unwrap_hook_t<typename type_at<J, Hooks...>::type>;
+};
+
+// The caller's keys: each one the backend offers (a key that only a hook produces is not the
+// caller's to fetch: caller_fetches_produced_key).
+template <class Backend, class HookTuple, class Args>
 constexpr void check_backend_keys() {
   Args::for_each_item_type([]<class Item>() {
     using K = typename Item::key_type;
-    if constexpr (is_fetch<Item> && !CanFetch<Backend, K>)
-      (void)sizeof(backend_cannot_fetch<K, Backend>);
+    if constexpr (is_fetch<Item> && !CanFetch<Backend, K>) {
+      using P = producers_of<K, HookTuple>;
+      constexpr std::size_t producer = P::first_from(0);
+      if constexpr (producer != npos)
+        (void)sizeof(caller_fetches_produced_key<K, typename P::template hook<producer>>);
+      else
+        (void)sizeof(backend_cannot_fetch<K, Backend>);
+    }
+    if constexpr (is_feed<Item> && !CanFeed<Backend, K>)
+      (void)sizeof(backend_cannot_feed<K, Backend>);
+  });
+}
+
+// Hook I's keys: each fetch the backend's or produced by a hook declared before it; each feed
+// one the backend accepts.
+template <class Backend, class HookTuple, std::size_t I, class Hook, class Args>
+constexpr void check_hook_request_keys() {
+  Args::for_each_item_type([]<class Item>() {
+    using K = typename Item::key_type;
+    if constexpr (is_fetch<Item>) {
+      using P = producers_of<K, HookTuple>;
+      if constexpr (P::last_before(I) == npos && !CanFetch<Backend, K>) {
+        constexpr std::size_t producer = P::first_from(I + 1);
+        if constexpr (producer != npos)
+          (void)sizeof(key_produced_after_its_reader<K, Hook, typename P::template hook<producer>>);
+        else
+          (void)sizeof(no_producer_of_key<K, Hook, Backend>);
+      }
+    }
     if constexpr (is_feed<Item> && !CanFeed<Backend, K>)
       (void)sizeof(backend_cannot_feed<K, Backend>);
   });

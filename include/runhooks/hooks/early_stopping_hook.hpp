@@ -13,7 +13,6 @@
 
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/checked.hpp>
-#include <runhooks/detail/hook_keys.hpp>
 #include <runhooks/detail/no_constructor_fits.hpp>
 #include <runhooks/keys.hpp>
 #include <runhooks/log.hpp>
@@ -163,8 +162,10 @@ struct EarlyStoppingState {
   std::int64_t checks;
 };
 
-// Keras' EarlyStopping on a key the backend computes (a validation loss, an accuracy). Every
-// every_n_iter runs the hook fetches MetricKey and makes one check, Keras' on_epoch_end: the
+// Keras' EarlyStopping on a key the backend computes or a hook declared before it produces (an
+// EvaluationHook's validation loss, accuracy). Every every_n_iter runs the hook fetches MetricKey
+// and makes one check, Keras' on_epoch_end, once the metric comes (a produced metric comes only
+// on its producer's evaluation steps: a fetch due on another step waits for the next one): the
 // counter `wait` goes up by one; a value that improves on the best so far (by more than
 // min_delta: value + min_delta < best in min mode, value - min_delta > best in max mode; the
 // best starts at +inf in min mode and -inf in max mode, as in Keras) becomes the best, and
@@ -228,29 +229,22 @@ class EarlyStoppingHook {
     runs_to_check_ = options_.every_n_iter;
   }
 
-  template <class Backend>
-  void after_create_session(Backend&) {
-    static_assert(detail::check_hook_keys<EarlyStoppingHook, Backend, MetricKey>());
-  }
-
+  // The metric is the backend's or one a hook declared before this one produces (an
+  // EvaluationHook); the session checks that one of them offers it, naming this hook.
   template <class Ctx>
-  auto before_run(Ctx& run_context) {
-    using Backend = std::remove_cvref_t<decltype(run_context.session())>;
+  auto before_run(Ctx&) {
     // The count of runs goes down here, where the test that follows can use the flags of the
     // subtraction; after_run tests only whether the metric came.
-    if constexpr (detail::fetches_all<Backend, MetricKey>)
-      return SessionRunArgs{runhooks::fetch<MetricKey>(--runs_to_check_ <= 0)};
+    return SessionRunArgs{runhooks::fetch<MetricKey>(--runs_to_check_ <= 0)};
   }
 
+  // A run whose metric did not come (a producer that did not evaluate at this step) is no check.
   template <class Ctx, class Values>
   void after_run(Ctx& run_context, const Values& run_values) {
-    using Backend = std::remove_cvref_t<decltype(run_context.session())>;
-    if constexpr (detail::fetches_all<Backend, MetricKey>) {
-      if (const auto& value = run_values[MetricKey{}]; value.has_value()) [[unlikely]] {
-        std::int64_t step = checks_;
-        if constexpr (requires { run_context.global_step(); }) step = run_context.global_step();
-        if (check(static_cast<double>(*value), step)) run_context.request_stop();
-      }
+    if (const auto& value = run_values[MetricKey{}]; value.has_value()) [[unlikely]] {
+      std::int64_t step = checks_;
+      if constexpr (requires { run_context.global_step(); }) step = run_context.global_step();
+      if (check(static_cast<double>(*value), step)) run_context.request_stop();
     }
   }
 

@@ -161,9 +161,11 @@ class LoggingTensorHook<Keys<Ks...>, Formatter, C> {
   void after_run(Ctx& run_context, const Values& run_values) {
     using Backend = std::remove_cvref_t<decltype(run_context.session())>;
     // The keys were fetched on exactly the runs that log (none when the backend lacks one,
-    // which after_create_session reported).
+    // which after_create_session reported). A key that a hook declared before this one produces
+    // (an EvaluationHook) comes only on that hook's evaluation steps: a run without all of them
+    // logs nothing, and the log stays due until they all come.
     if constexpr (detail::fetches_all<Backend, Ks...>) {
-      if (run_values[first_key{}].has_value()) [[unlikely]]
+      if ((run_values[Ks{}].has_value() && ...)) [[unlikely]]
         log_values(values_type::from_run_values(run_values));
     }
     trigger_.count();
@@ -183,7 +185,6 @@ class LoggingTensorHook<Keys<Ks...>, Formatter, C> {
   C& clock() noexcept { return trigger_.periodic().clock(); }
 
  private:
-  using first_key = detail::first_t<Ks...>;
 
   static detail::IterationTrigger<C> make_trigger(const LoggingTensorOptions& options, C clock) {
     if (!options.every_n_iter && !options.every_n_secs)

@@ -344,8 +344,10 @@ class ProgressBarHook<Keys<Ks...>, C> {
       draw_ = false;
       std::int64_t count = runs_;
       if constexpr (HasGlobalStep<Backend>) count = run_context.global_step();
+      // A key that a hook declared before this one produces (an EvaluationHook) comes only on
+      // its evaluation steps: without all of them the bar shows the values it kept.
       if constexpr (sizeof...(Ks) > 0 && detail::fetches_all<Backend, Ks...>)
-        keep_values(values_type(*run_values[Ks{}]...));
+        if ((run_values[Ks{}].has_value() && ...)) keep_values(values_type(*run_values[Ks{}]...));
       redraw(count, false);
     }
   }

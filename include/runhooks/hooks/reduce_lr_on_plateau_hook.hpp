@@ -14,7 +14,6 @@
 
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/checked.hpp>
-#include <runhooks/detail/hook_keys.hpp>
 #include <runhooks/detail/no_constructor_fits.hpp>
 #include <runhooks/hooks/early_stopping_hook.hpp>  // MetricMode
 #include <runhooks/hooks/learning_rate.hpp>
@@ -93,9 +92,11 @@ struct ReduceLROnPlateauState {
   std::int64_t checks;
 };
 
-// Keras' ReduceLROnPlateau on a key the backend computes, through the backend's learning rate
-// (HasLearningRate; a backend without it is a compile error naming it). Every every_n_iter runs the
-// hook fetches MetricKey and makes one check, Keras' on_epoch_end, exactly:
+// Keras' ReduceLROnPlateau on a key the backend computes or a hook declared before it produces (an
+// EvaluationHook), through the backend's learning rate (HasLearningRate; a backend without it is a
+// compile error naming it). Every every_n_iter runs the hook fetches MetricKey and makes one check,
+// Keras' on_epoch_end, once the metric comes (a produced metric comes only on its producer's
+// evaluation steps: a run without it is no check), exactly:
 //   1. in cooldown (cooldown_counter > 0): cooldown_counter -= 1, wait = 0;
 //   2. a value better than the best by more than min_delta becomes the best, wait = 0;
 //   3. otherwise, out of cooldown: wait += 1, and once wait >= patience, if the rate is above
@@ -143,8 +144,9 @@ class ReduceLROnPlateauHook {
 
   template <class Backend>
   void after_create_session(Backend&) {
-    static_assert(detail::check_hook_keys<ReduceLROnPlateauHook, Backend, MetricKey>() &&
-                  detail::check_learning_rate<ReduceLROnPlateauHook, Backend>());
+    // The metric is the backend's or one a hook declared before this one produces (an
+    // EvaluationHook): the session checks that one of them offers it, naming this hook.
+    static_assert(detail::check_learning_rate<ReduceLROnPlateauHook, Backend>());
   }
 
   template <class Ctx>
@@ -196,7 +198,7 @@ class ReduceLROnPlateauHook {
 
  private:
   template <class Backend>
-  static constexpr bool active = detail::fetches_all<Backend, MetricKey> && HasLearningRate<Backend>;
+  static constexpr bool active = HasLearningRate<Backend>;
 
   double worst() const noexcept {
     return mode_ == MetricMode::min ? std::numeric_limits<double>::infinity()

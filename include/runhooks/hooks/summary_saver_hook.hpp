@@ -285,8 +285,11 @@ class SummarySaverHook<Scalars<Ss...>, Histograms<Hs...>, Writer, C> {
   template <class Ctx, class Values>
   void after_run(Ctx& run_context, const Values& run_values) {
     using Backend = std::remove_cvref_t<decltype(run_context.session())>;
+    // A key that a hook declared before this one produces (an EvaluationHook) comes only on its
+    // evaluation steps: a run without all the keys saves nothing, and the save stays due.
     if constexpr (HasGlobalStep<Backend> && detail::fetches_all<Backend, Ss..., Hs...>)
-      if (run_values[first_key{}].has_value()) [[unlikely]]
+      if ((run_values[Ss{}].has_value() && ...) && (run_values[Hs{}].has_value() && ...))
+          [[unlikely]]
         save(run_context.global_step(), values_of(run_values));
   }
 
@@ -300,7 +303,6 @@ class SummarySaverHook<Scalars<Ss...>, Histograms<Hs...>, Writer, C> {
   C& clock() noexcept { return trigger_.clock(); }
 
  private:
-  using first_key = detail::first_t<Ss..., Hs...>;
   using values_type = KeyValues<Ss..., Hs...>;
 
   // Copied out of the step's values on the rare path only, so that the step's values need not

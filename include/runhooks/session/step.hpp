@@ -1,6 +1,7 @@
 // The merged step: every before_run, the feeds of the hooks and the caller, the backend's step,
-// each fetched key read once and handed to every request that named it, every after_run, and
-// the compile-time checks of the step's merged shape. TensorFlow's _HookedSession.run.
+// each fetched key read once and handed to every request that named it, every after_run (a key
+// a hook produces handed to the hooks after it just before theirs), and the compile-time checks
+// of the step's merged shape. TensorFlow's _HookedSession.run.
 #pragma once
 
 #include <runhooks/detail/config.hpp>
@@ -130,7 +131,8 @@ class SessionStep {
                                    }),
                std::make_index_sequence<Session::hook_count + 1>{});
     });
-    call_after_run<Profiled>(ctx, values, std::make_index_sequence<Session::hook_count>{});
+    call_after_run<Profiled>(ctx, requests, values,
+                             std::make_index_sequence<Session::hook_count>{});
     if (ctx.stop_requested()) [[unlikely]]
       stop_after_run();
 
@@ -184,7 +186,8 @@ class SessionStep {
   // Reads every fetched key from the backend once per step, however many requests name it:
   // the caller's request comes first, then the hooks' in order, and a request whose key an
   // earlier request already read this step gets a copy. A request receives a value only where
-  // its own fetch is switched on.
+  // its own fetch is switched on. A key a hook declared before the requesting one produces is
+  // not read here but by fill_produced, before the requesting hook's after_run.
   template <class Sources, class Sinks, std::size_t... S>
   void fetch_once(const Sources& sources, const Sinks& sinks, std::index_sequence<S...>) {
     (fetch_into<S>(sources, sinks), ...);
@@ -196,13 +199,16 @@ class SessionStep {
       using Item = std::remove_cvref_t<decltype(item)>;
       if constexpr (detail::is_fetch<Item>) {
         using K = typename Item::key_type;
-        if (!item.enabled) return;
-        auto& slot = boost::hana::at_c<S>(sinks)->template slot<K>();
-        const auto* earlier = earlier_fetch<K>(sources, sinks, std::make_index_sequence<S>{});
-        if (earlier != nullptr)
-          slot = *earlier;
-        else
-          slot.emplace(detail::fetch_backend<K>(self().slot_.get()));
+        // Source S > 0 is hook S - 1's request; no earlier source of a backend key produces it.
+        if constexpr (S == 0 || producer_of<K, (S > 0 ? S - 1 : 0)> == detail::npos) {
+          if (!item.enabled) return;
+          auto& slot = boost::hana::at_c<S>(sinks)->template slot<K>();
+          const auto* earlier = earlier_fetch<K>(sources, sinks, std::make_index_sequence<S>{});
+          if (earlier != nullptr)
+            slot = *earlier;
+          else
+            slot.emplace(detail::fetch_backend<K>(self().slot_.get()));
+        }
       }
     });
   }
@@ -232,10 +238,37 @@ class SessionStep {
 
   // ---- after_run -------------------------------------------------------------------------
 
-  template <bool Profiled, class Ctx, class Values, std::size_t... I>
-  void call_after_run(Ctx& ctx, Values& values, std::index_sequence<I...>) {
+  // Hook I's slot of a key K that a hook declared before it produces (ProducesKey): the last
+  // such producer's value, npos where none produces K.
+  template <class K, std::size_t I>
+  static constexpr std::size_t producer_of =
+      detail::producers_of<K, typename Session::hooks_type>::last_before(I);
+
+  // The keys of hook I's request that a hook before it produces, filled from that hook now,
+  // after its after_run: the value produced at this step, or nothing. Nothing at all for a
+  // request without such keys (every session without a producing hook).
+  template <std::size_t I, class Request, class HookValues>
+  void fill_produced(const Request& request, HookValues& hook_values) {
+    request.for_each([&](const auto& item) {
+      using Item = std::remove_cvref_t<decltype(item)>;
+      if constexpr (detail::is_fetch<Item>) {
+        using K = typename Item::key_type;
+        constexpr std::size_t producer = producer_of<K, I>;
+        if constexpr (producer != detail::npos) {
+          if (item.enabled)
+            hook_values.template slot<K>() =
+                detail::unwrap(boost::hana::at_c<producer>(self().hooks_)).produced(K{});
+        }
+      }
+    });
+  }
+
+  template <bool Profiled, class Ctx, class Requests, class Values, std::size_t... I>
+  void call_after_run(Ctx& ctx, const Requests& requests, Values& values,
+                      std::index_sequence<I...>) {
     (
         [&] {
+          fill_produced<I>(boost::hana::at_c<I>(requests), boost::hana::at_c<I>(values));
           auto& hook = detail::unwrap(boost::hana::at_c<I>(self().hooks_));
           using Hook = std::remove_cvref_t<decltype(hook)>;
           using HookValues = std::remove_cvref_t<decltype(boost::hana::at_c<I>(values))>;
@@ -284,13 +317,16 @@ class SessionStep {
   // ---- The merged shape, checked at compile time -----------------------------------------
 
   // The merged shape of one step, checked once per caller-args type at compile time: every key
-  // is one the backend offers, and no input is fed twice.
+  // is one the backend offers or, for a hook's fetch, one a hook before it produces; no input is
+  // fed twice.
   template <class CallerArgs, class Requests, std::size_t... I>
   static constexpr void check_merged_shape(std::index_sequence<I...>) {
     using R = std::remove_cvref_t<Requests>;
     using backend_type = typename Session::backend_type;
-    detail::check_backend_keys<backend_type, CallerArgs>();
-    (detail::check_backend_keys<backend_type, request_t<R, I>>(), ...);
+    using hooks_type = typename Session::hooks_type;
+    detail::check_backend_keys<backend_type, hooks_type, CallerArgs>();
+    (detail::check_hook_request_keys<backend_type, hooks_type, I, hook_t<I>, request_t<R, I>>(),
+     ...);
     (check_pairs_from<I, R>(std::index_sequence<I...>{}), ...);
     (detail::check_caller_feeds<hook_t<I>, request_t<R, I>, CallerArgs>(), ...);
   }
