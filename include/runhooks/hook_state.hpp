@@ -61,8 +61,15 @@ constexpr auto state_fields(S& s) {
   else { auto& [a, b, c, d, e, f, g, h] = s; return std::tie(a, b, c, d, e, f, g, h); }
 }
 
+// A list of numbers (a window of values, as SpikeHook's): one field, spelled "[1.5,2,nan]".
 template <class T>
-concept state_field = std::is_arithmetic_v<T> || std::is_enum_v<T>;
+inline constexpr bool is_state_list = false;
+template <class T>
+inline constexpr bool is_state_list<std::vector<T>> = std::is_arithmetic_v<T> &&
+                                                      !std::is_same_v<T, bool>;
+
+template <class T>
+concept state_field = std::is_arithmetic_v<T> || std::is_enum_v<T> || is_state_list<T>;
 
 template <class S>
 constexpr bool all_fields_encodable() {
@@ -75,7 +82,8 @@ constexpr bool all_fields_encodable() {
     }(static_cast<decltype(state_fields(std::declval<S&>()))*>(nullptr));
 }
 
-// An aggregate of 1 to 8 numbers, bools or enums (each hook's small state struct).
+// An aggregate of 1 to 8 numbers, bools, enums or std::vectors of numbers (each hook's small
+// state struct).
 template <class S>
 concept EncodableState = std::is_class_v<S> && all_fields_encodable<S>();
 
@@ -84,10 +92,11 @@ concept EncodableState = std::is_class_v<S> && all_fields_encodable<S>();
 // A hook whose state a checkpoint carries (issue 27, item 9). Minimal complete definition:
 //   static std::string state_name();     stable across builds and runs, unique in a session
 //                                         (the type and what tells two apart, e.g. its key);
-//   S state() const;                      an aggregate of 1-8 numbers, bools or enums;
+//   S state() const;                      an aggregate of 1-8 fields: numbers, bools, enums, or
+//                                         std::vector of numbers (a window of values);
 //   void restore(const S&);               after begin(), before after_create_session(); throws
 //                                         std::invalid_argument for a state it cannot have written.
-// Models: EarlyStoppingHook, ReduceLROnPlateauHook, TimeLimitHook. A session holding one and a
+// Models: EarlyStoppingHook, ReduceLROnPlateauHook, TimeLimitHook, SpikeHook. A session holding one and a
 // CheckpointSaverHook saves every such state in each checkpoint, and restores them with the
 // backend (session/recovery.hpp, checkpoint/chief_session_creator.hpp); nothing on the step.
 template <class H>
@@ -116,7 +125,7 @@ inline constexpr std::string_view hook_state_header = "runhooks-hook-states 1";
 inline constexpr std::size_t max_hook_state_bytes = std::size_t{1} << 20;
 
 template <class T>
-void append_field(std::string& out, T value) {
+void append_scalar_field(std::string& out, T value) {
   char buffer[64];
   std::to_chars_result r;
   if constexpr (std::is_same_v<T, bool>) {
@@ -136,9 +145,8 @@ void append_field(std::string& out, T value) {
   out.append(buffer, r.ptr);
 }
 
-// One token in full, or false.
 template <class T>
-bool parse_field(std::string_view token, T& value) {
+bool parse_scalar_field(std::string_view token, T& value) {
   if (token.empty()) return false;
   const char* end = token.data() + token.size();
   if constexpr (std::is_same_v<T, bool>) {
@@ -166,6 +174,42 @@ bool parse_field(std::string_view token, T& value) {
   } else {
     const auto r = std::from_chars(token.data(), end, value);
     return r.ec == std::errc() && r.ptr == end;
+  }
+}
+
+template <class T>
+void append_field(std::string& out, const T& value) {
+  if constexpr (is_state_list<T>) {
+    out += '[';
+    for (std::size_t i = 0; i < value.size(); ++i) {
+      if (i > 0) out += ',';
+      append_field(out, value[i]);
+    }
+    out += ']';
+    return;
+  } else {
+    append_scalar_field(out, value);
+  }
+}
+
+// One token in full, or false.
+template <class T>
+bool parse_field(std::string_view token, T& value) {
+  if constexpr (is_state_list<T>) {
+    if (token.size() < 2 || token.front() != '[' || token.back() != ']') return false;
+    token = token.substr(1, token.size() - 2);
+    value.clear();
+    if (token.empty()) return true;
+    for (;;) {
+      const std::size_t comma = token.find(',');
+      typename T::value_type element{};
+      if (!parse_field(token.substr(0, comma), element)) return false;
+      value.push_back(element);
+      if (comma == std::string_view::npos) return true;
+      token.remove_prefix(comma + 1);
+    }
+  } else {
+    return parse_scalar_field(token, value);
   }
 }
 
@@ -267,9 +311,11 @@ hook_state_t<H> decode_hook_state(const std::vector<std::string_view>& tokens) {
                              ", which is not a valid " +
                              (std::is_same_v<std::remove_cvref_t<decltype(field)>, bool>
                                   ? "bool (0 or 1)"
-                                  : std::is_floating_point_v<std::remove_cvref_t<decltype(field)>>
-                                        ? "number"
-                                        : "integer"));
+                              : is_state_list<std::remove_cvref_t<decltype(field)>>
+                                  ? "list of numbers ([1,2.5], or [] for none)"
+                              : std::is_floating_point_v<std::remove_cvref_t<decltype(field)>>
+                                  ? "number"
+                                  : "integer"));
            ++i;
          }()),
          ...);

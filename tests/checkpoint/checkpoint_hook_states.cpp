@@ -1,17 +1,20 @@
-// Hook state in the checkpoint (issue 27, item 9): EarlyStoppingHook, ReduceLROnPlateauHook and
-// TimeLimitHook states committed with the backend's files in <checkpoint>.hooks and restored on
-// start and on recovery; a run killed by SIGKILL and resumed decides as a straight run and ends
-// with the same files byte for byte; a hook-state file that does not fit the session is a
-// CheckpointError naming the file and the hook.
+// Hook state in the checkpoint (issue 27, item 9): EarlyStoppingHook, ReduceLROnPlateauHook,
+// TimeLimitHook and SpikeHook states committed with the backend's files in <checkpoint>.hooks and
+// restored on start and on recovery; a run killed by SIGKILL and resumed decides as a straight run
+// (a spike's rollback included) and ends with the same files byte for byte; a hook-state file that
+// does not fit the session is a CheckpointError naming the file and the hook; a session whose
+// creation fails leaves no hook-state access behind in the saver.
 #include <runhooks/checkpoint/checkpoint_saver_hook.hpp>
 #include <runhooks/checkpoint/chief_session_creator.hpp>
 #include <runhooks/checkpoint/flat_arrays.hpp>
 #include <runhooks/hook_state.hpp>
 #include <runhooks/hooks/early_stopping_hook.hpp>
 #include <runhooks/hooks/reduce_lr_on_plateau_hook.hpp>
+#include <runhooks/hooks/spike_hook.hpp>
 #include <runhooks/hooks/time_limit_hook.hpp>
 #include <runhooks/manual_clock.hpp>
 #include <runhooks/monitored_session.hpp>
+#include <runhooks/session_creator.hpp>
 
 #include <doctest/doctest.h>
 
@@ -20,6 +23,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +51,13 @@ double loss_at(std::int64_t s) {
 // The step whose run() loses the backend (an AbortedError), once; -1: none.
 std::int64_t lose_backend_at = -1;
 
+struct TrainLoss : runhooks::Key<double> {
+  static constexpr std::string_view name = "loss";
+};
+// The step whose training loss spikes, once per process (after the rollback, its replay does
+// not); -1: none.
+std::int64_t spike_at = -1;
+
 // A global step, a variable trained with the backend's learning rate, all three checkpointed.
 struct RateBackend {
   std::int64_t step = 0;
@@ -62,6 +73,11 @@ struct RateBackend {
   }
   std::int64_t global_step() const { return step; }
   double fetch(ValLoss) const { return loss_at(step); }
+  double fetch(TrainLoss) const {
+    if (step != spike_at) return 1.0;
+    spike_at = -1;
+    return 50.0;
+  }
   double learning_rate() const { return rate; }
   void set_learning_rate(double r) { rate = r; }
   void save(const fs::path& prefix) const {
@@ -111,6 +127,7 @@ struct KillAt {
 using EarlyStopping = runhooks::EarlyStoppingHook<ValLoss>;
 using Plateau = runhooks::ReduceLROnPlateauHook<ValLoss>;
 using TimeLimit = runhooks::TimeLimitHook<runhooks::ManualClock>;
+using Spike = runhooks::SpikeHook<TrainLoss>;
 
 struct Hooks {
   runhooks::ManualClock clock;
@@ -118,6 +135,7 @@ struct Hooks {
   EarlyStopping early{{.min_delta = 0.01, .patience = 12}};
   Plateau plateau{{.factor = 0.5, .patience = 3}};
   TimeLimit timer{{.max_secs = 1000.0, .resolution_secs = 1e-9}, clock};
+  Spike spike{{.on_spike = runhooks::SpikeAction::rollback, .max_rollbacks = 2}};
 };
 
 struct Outcome {
@@ -127,26 +145,39 @@ struct Outcome {
   runhooks::EarlyStoppingReason reason{};
   std::int64_t wait = 0, plateau_wait = 0, plateau_cooldown = 0;
   double elapsed = 0.0;
+  std::int64_t rollbacks = 0;
 };
 
 // Runs up to `steps` steps (early stopping may end it sooner) with every stateful hook and a saver
-// every 5 steps, resuming from `dir`; kill_at > 0 SIGKILLs the process after that step.
+// every 5 steps, resuming from `dir`; kill_at > 0 SIGKILLs the process after that step. With
+// `spike`, a SpikeHook too, and the loss of step 13 spikes once: a rollback to step 10.
 template <class Backend = RateBackend>
-Outcome train(const fs::path& dir, std::int64_t steps, std::int64_t kill_at = -1) {
+Outcome train(const fs::path& dir, std::int64_t steps, std::int64_t kill_at = -1,
+              bool spike = false) {
   Hooks h;
   runhooks::CheckpointSaverHook saver({.checkpoint_dir = dir.c_str(), .save_steps = 5});
   runhooks::ChiefSessionCreator creator([] { return Backend{}; },
                                         {.checkpoint_dir = dir.c_str()});
   Outcome out;
-  {
-    runhooks::MonitoredSession session(creator, std::ref(h.tick), std::ref(h.early),
-                                       std::ref(h.plateau), std::ref(h.timer), std::ref(saver),
-                                       KillAt{kill_at});
+  auto run = [&](auto& session) {
     while (!session.should_stop() && session.raw_session().step < steps) session.run();
     out.last_step = session.raw_session().step;
     out.rate = session.raw_session().rate;
     session.close();
+  };
+  if (spike) {
+    spike_at = 13;
+    runhooks::MonitoredSession session(creator, std::ref(h.tick), std::ref(h.early),
+                                       std::ref(h.plateau), std::ref(h.timer), std::ref(h.spike),
+                                       std::ref(saver), KillAt{kill_at});
+    run(session);
+  } else {
+    runhooks::MonitoredSession session(creator, std::ref(h.tick), std::ref(h.early),
+                                       std::ref(h.plateau), std::ref(h.timer), std::ref(saver),
+                                       KillAt{kill_at});
+    run(session);
   }
+  out.rollbacks = h.spike.rollbacks();
   out.stopped_step = h.early.stopped_step();
   out.reason = h.early.stop_reason();
   out.wait = h.early.wait();
@@ -163,18 +194,21 @@ fs::path latest(const fs::path& dir) { return *runhooks::latest_checkpoint(dir);
 TEST_CASE("hook states: k steps, SIGKILL, resume and N - k steps decide as N steps straight") {
   fakes::LogCapture capture;
   ckpt::TempDir straight_dir, resumed_dir;
-  const Outcome straight = train(straight_dir.path, 60);
+  const Outcome straight = train(straight_dir.path, 60, -1, true);
   // The straight run: reductions on both sides of the kill, and early stopping after it.
   REQUIRE(straight.stopped_step.has_value());
   CHECK(*straight.stopped_step == 20);
   CHECK(straight.last_step == *straight.stopped_step);
   CHECK(straight.rate < 0.5 / 4);
+  CHECK(straight.rollbacks == 1);  // the spike at step 13 went back to step 10
+  CHECK(capture.contains("runhooks: rolling back to the latest checkpoint: SpikeHook: loss spike "
+                         "at global step 13 (rollback 1 of 2)"));
 
   // The same run killed by a real SIGKILL after step 18: the checkpoint of step 15 survives.
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
   if (child == 0) {
-    train(resumed_dir.path, 60, 18);
+    train(resumed_dir.path, 60, 18, true);
     ::_exit(3);  // not reached
   }
   int status = 0;
@@ -184,7 +218,7 @@ TEST_CASE("hook states: k steps, SIGKILL, resume and N - k steps decide as N ste
   REQUIRE(ckpt::step_in(latest(resumed_dir.path)) == 15);
   CHECK(fs::exists(latest(resumed_dir.path).string() + ".hooks"));
 
-  const Outcome resumed = train(resumed_dir.path, 60);
+  const Outcome resumed = train(resumed_dir.path, 60, -1, true);
   CHECK(resumed.last_step == straight.last_step);
   CHECK(resumed.stopped_step == straight.stopped_step);
   CHECK(resumed.reason == straight.reason);
@@ -193,6 +227,7 @@ TEST_CASE("hook states: k steps, SIGKILL, resume and N - k steps decide as N ste
   CHECK(resumed.plateau_wait == straight.plateau_wait);
   CHECK(resumed.plateau_cooldown == straight.plateau_cooldown);
   CHECK(resumed.elapsed == straight.elapsed);
+  CHECK(resumed.rollbacks == 1);  // restored with step 15's state, not counted again
   // The final checkpoints, backend and hooks, byte for byte.
   const fs::path a = latest(straight_dir.path), b = latest(resumed_dir.path);
   CHECK(a.filename() == b.filename());
@@ -204,13 +239,14 @@ TEST_CASE("hook states: k steps, SIGKILL, resume and N - k steps decide as N ste
   // straight one.
   ckpt::TempDir recovered_dir;
   lose_backend_at = 17;
-  const Outcome recovered = train(recovered_dir.path, 60);
+  const Outcome recovered = train(recovered_dir.path, 60, -1, true);
   CHECK(lose_backend_at == -1);
   CHECK(recovered.stopped_step == straight.stopped_step);
   CHECK(recovered.rate == straight.rate);
   CHECK(recovered.wait == straight.wait);
   CHECK(recovered.plateau_wait == straight.plateau_wait);
   CHECK(recovered.elapsed == straight.elapsed);
+  CHECK(recovered.rollbacks == 1);
   const fs::path c = latest(recovered_dir.path);
   CHECK(ckpt::read_text(a.string() + ".arrays") == ckpt::read_text(c.string() + ".arrays"));
   CHECK(ckpt::read_text(a.string() + ".hooks") == ckpt::read_text(c.string() + ".hooks"));
@@ -363,4 +399,26 @@ TEST_CASE("hook states: a file that does not fit the session is an error naming 
   runhooks::MonitoredSession session(creator, std::ref(h.early));
   CHECK(session.raw_session().step == 12);
   CHECK(h.early.checks() == 0);
+}
+
+TEST_CASE("hook states: a session whose creation fails leaves the saver without its hooks' states") {
+  fakes::LogCapture capture;
+  ckpt::TempDir dir;
+  runhooks::CheckpointSaverHook saver({.checkpoint_dir = dir.path.c_str(), .save_steps = 5});
+  {
+    Hooks h;
+    auto failing = [&]() -> RateBackend { throw std::runtime_error("no backend"); };
+    CHECK_THROWS_WITH(runhooks::MonitoredSession(runhooks::SessionCreator(failing),
+                                                 std::ref(h.early), std::ref(saver)),
+                      "no backend");
+  }  // the hooks, and the session's storage, are gone
+  // The saver, reused by a session without stateful hooks (which attaches nothing), writes no
+  // states: it does not read the failed session's.
+  {
+    runhooks::MonitoredSession session(RateBackend{}, std::ref(saver));
+    for (int i = 0; i < 5; ++i) session.run();
+  }
+  CHECK(fs::exists(dir / "model.ckpt-5.arrays"));
+  for (const std::string& name : ckpt::files_in_but_events(dir.path))
+    CHECK(name.find(".hooks") == std::string::npos);
 }

@@ -1,4 +1,4 @@
-// expect: write_the_options_type<runhooks::SpikeOptions, &runhooks::SpikeOptions::mode, &runhooks::SpikeOptions::window, &runhooks::SpikeOptions::warmup, &runhooks::SpikeOptions::atol, &runhooks::SpikeOptions::rtol, &runhooks::SpikeOptions::finite_only, &runhooks::SpikeOptions::on_spike>
+// expect: write_the_options_type<runhooks::SpikeOptions, &runhooks::SpikeOptions::mode, &runhooks::SpikeOptions::window, &runhooks::SpikeOptions::warmup, &runhooks::SpikeOptions::atol, &runhooks::SpikeOptions::rtol, &runhooks::SpikeOptions::finite_only, &runhooks::SpikeOptions::on_spike, &runhooks::SpikeOptions::max_rollbacks, &runhooks::SpikeOptions::after_rollbacks>
 // expect: Misspelt field? Write SpikeOptions{...} to see which
 // first-error: deleted
 // max-lines: 10

@@ -1,8 +1,10 @@
-// SpikeHook: stops training on a loss spike, by Lightning's SpikeDetection rule.
+// SpikeHook: stops training, or rolls it back to the latest checkpoint, on a loss spike, by
+// Lightning's SpikeDetection rule.
 #pragma once
 
 #include <runhooks/detail/config.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -21,6 +23,7 @@
 #include <runhooks/hooks/early_stopping_hook.hpp>  // MetricMode
 #include <runhooks/keys.hpp>
 #include <runhooks/log.hpp>
+#include <runhooks/session/rollback.hpp>
 #include <runhooks/session_run_args.hpp>
 
 namespace runhooks {
@@ -33,9 +36,10 @@ class TrainingSpikeError : public Error {
 };
 
 // What SpikeHook does on a spike: throw TrainingSpikeError as Lightning does (the run ends
-// without end(), so no final checkpoint of weights the spike may have spoiled), or request a
-// clean stop. Rolling back to the latest checkpoint is planned (issue 27, item 6).
-enum class SpikeAction { raise, stop };
+// without end(), so no final checkpoint of weights the spike may have spoiled), request a clean
+// stop, or roll back to the latest checkpoint (runhooks; at most SpikeOptions::max_rollbacks
+// times, then SpikeOptions::after_rollbacks).
+enum class SpikeAction { raise, stop, rollback };
 
 struct SpikeOptions {
   MetricMode mode = MetricMode::min;
@@ -51,6 +55,11 @@ struct SpikeOptions {
   // its code does this).
   bool finite_only = true;
   SpikeAction on_spike = SpikeAction::raise;
+  // With on_spike = rollback: how many rollbacks the hook asks for at most (entrenar's 3), over
+  // the hook's life and the resumes of its checkpoints; a spike after that does what
+  // after_rollbacks says (raise or stop). At least 1.
+  std::int64_t max_rollbacks = 3;
+  SpikeAction after_rollbacks = SpikeAction::raise;
 
   const SpikeOptions& validate() const {
     if (window < 1)
@@ -65,6 +74,21 @@ struct SpikeOptions {
     if (rtol && !std::isfinite(*rtol))
       throw std::invalid_argument("runhooks: SpikeOptions::rtol must be finite, got " +
                                   detail::format_number(*rtol) + ".");
+    if (on_spike != SpikeAction::raise && on_spike != SpikeAction::stop &&
+        on_spike != SpikeAction::rollback)
+      throw std::invalid_argument("runhooks: SpikeOptions::on_spike must be raise, stop or "
+                                  "rollback, got " +
+                                  std::to_string(static_cast<int>(on_spike)) + ".");
+    if (max_rollbacks < 1)
+      throw std::invalid_argument("runhooks: SpikeOptions::max_rollbacks must be at least 1, got " +
+                                  std::to_string(max_rollbacks) + ".");
+    if (after_rollbacks != SpikeAction::raise && after_rollbacks != SpikeAction::stop)
+      throw std::invalid_argument(
+          "runhooks: SpikeOptions::after_rollbacks must be raise or stop, got " +
+          std::string(after_rollbacks == SpikeAction::rollback
+                          ? "rollback"
+                          : std::to_string(static_cast<int>(after_rollbacks))) +
+          ".");
     return *this;
   }
 };
@@ -102,7 +126,32 @@ class SpikeDetector {
     last_ = 0.0;
   }
 
+  // The values kept so far (their count), and the mean's values as its ring holds them (the
+  // first min(kept, window)): with last(), what restore() takes back.
+  std::int64_t kept() const noexcept { return static_cast<std::int64_t>(count_); }
+  std::vector<double> window_values() const {
+    return {values_.begin(), values_.begin() + static_cast<std::ptrdiff_t>(held())};
+  }
+  // Throws std::invalid_argument for values this detector's options could not have kept.
+  void restore(std::int64_t kept, double last, const std::vector<double>& values) {
+    const std::size_t window = values_.size();
+    const bool fits = kept >= 0 && values.size() == std::min<std::size_t>(static_cast<std::size_t>(kept), window) &&
+                      std::isfinite(last) && (kept > 0 || last == 0.0) &&
+                      std::all_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); });
+    if (!fits)
+      throw std::invalid_argument(
+          "SpikeDetector: the saved running mean (" + std::to_string(kept) + " values kept, " +
+          std::to_string(values.size()) + " in the window) does not fit a window of " +
+          std::to_string(window) + " (SpikeOptions::window changed?), or holds a value that is "
+          "not finite");
+    std::copy(values.begin(), values.end(), values_.begin());
+    count_ = static_cast<std::size_t>(kept);
+    last_ = last;
+  }
+
  private:
+  std::size_t held() const noexcept { return count_ < values_.size() ? count_ : values_.size(); }
+
   bool is_spike(double x) const {
     const double running = mean();
     if (options_.finite_only && !std::isfinite(x)) return true;
@@ -125,17 +174,44 @@ class SpikeDetector {
   double last_ = 0.0;
 };
 
+// What a checkpoint carries of a SpikeHook (StatefulHook, hook_state.hpp): the checks since the
+// first session began, the running mean's values (SpikeDetector::kept(), last(),
+// window_values()) and the rollbacks asked for (Lightning saves the running mean and the bad
+// batches; the bad steps stay in memory here).
+struct SpikeState {
+  std::int64_t checks;
+  std::int64_t kept;
+  double last;
+  std::vector<double> window;
+  std::int64_t rollbacks;
+};
+
 // Lightning's SpikeDetection on a loss the backend computes: fetches LossKey after every run (as
 // Lightning checks every batch, and as NanTensorHook does), counts its checks from 0 since begin(),
 // and on a spike records the global steps [step - 1, step] in bad_steps() (Lightning's
 // bad_batches: the previous step may have spoiled the weights), logs
 //   SpikeHook: loss spike at global step 12: loss = 3.5, running mean 1 (rtol 2); steps 11 and
 //   12 recorded as bad.
-// and throws TrainingSpikeError (SpikeAction::raise, Lightning's) or requests a clean stop
-// (SpikeAction::stop). Per step: the fetch (shared with any other reader of the key) and the test,
-// a sum over `window` values.
-// Many processes: each rank tests its own loss; Lightning stops every rank when any spikes
-// (wrap the hook's stop in the any-rank vote with SpikeAction::stop).
+// and then, as on_spike says:
+//   raise     throws TrainingSpikeError (Lightning's);
+//   stop      requests a clean stop (every end() runs: the final checkpoint is written);
+//   rollback  throws RollbackRequest (session/rollback.hpp): a recoverable session whose creator
+//             restores checkpoints goes back to the latest one, at once, and runs the step again
+//             on it; the hook's state comes back with it (the running mean of those steps), but
+//             not its count of rollbacks, which only grows. The line then ends "Rolling back to
+//             the latest checkpoint (rollback 1 of 3)." After max_rollbacks rollbacks a spike
+//             does what after_rollbacks says. With no checkpoint yet the session raises
+//             RollbackError and stops; a session that does not recover raises the
+//             RollbackRequest (an AbortedError). A deterministic backend replays the same data
+//             and spikes again: a rollback helps where the run is not deterministic, or where
+//             the backend skips the bad steps on its own.
+// Per step: the fetch (shared with any other reader of the key) and the test, a sum over `window`
+// values. Its state is in the checkpoint (SpikeState): declare it before the CheckpointSaverHook.
+// Many processes: each rank tests its own loss; Lightning stops every rank when any spikes: wrap
+// the hook in Voted (MpiVoted) with on_spike = stop, and every rank stops after the same vote
+// step (docs/distributed.md). raise ends the job (the vote's abandon()); rollback is for one
+// process (a job of many processes does not re-create one rank's backend: ChiefStateHook), and
+// Voted refuses it when made (std::invalid_argument).
 template <KeyType LossKey>
 class SpikeHook {
   static_assert(std::is_arithmetic_v<typename LossKey::value_type>,
@@ -147,9 +223,11 @@ class SpikeHook {
   template <class Hint = detail::write_the_options_type<
                 SpikeOptions, &SpikeOptions::mode, &SpikeOptions::window, &SpikeOptions::warmup,
                 &SpikeOptions::atol, &SpikeOptions::rtol, &SpikeOptions::finite_only,
-                &SpikeOptions::on_spike>>
+                &SpikeOptions::on_spike, &SpikeOptions::max_rollbacks,
+                &SpikeOptions::after_rollbacks>>
   explicit SpikeHook(...) = delete;  // Misspelt field? Write SpikeOptions{...} to see which
 
+  // A new session starts a new running mean; the rollbacks asked for stay counted.
   void begin() {
     detector_.reset();
     checks_ = 0;
@@ -184,8 +262,39 @@ class SpikeHook {
 
   const SpikeOptions& options() const noexcept { return options_; }
   const SpikeDetector& detector() const noexcept { return detector_; }
-  // Lightning's bad_batches, in global steps: two per spike.
+  // Lightning's bad_batches, in global steps: two per spike (kept across rollbacks).
   const std::vector<std::int64_t>& bad_steps() const noexcept { return bad_steps_; }
+  // The rollbacks asked for (on_spike = rollback).
+  std::int64_t rollbacks() const noexcept { return rollbacks_; }
+
+  // Called by Voted (MpiVoted) when it wraps the hook: a rollback would be one rank's alone.
+  void voted() const {
+    if (options_.on_spike == SpikeAction::rollback)
+      throw std::invalid_argument(
+          "runhooks: SpikeHook in Voted (MpiVoted): SpikeOptions::on_spike = rollback would roll "
+          "back one rank alone, and a job of many processes does not re-create one rank's "
+          "backend; use SpikeAction::stop (every rank stops at the same step; rerun the job to "
+          "resume from the chief's checkpoint).");
+  }
+
+  // A checkpoint carries the state under state_name() (StatefulHook, hook_state.hpp).
+  static std::string state_name() { return "SpikeHook<" + std::string(key_name<LossKey>()) + ">"; }
+  SpikeState state() const {
+    return {checks_, detector_.kept(), detector_.last(), detector_.window_values(), rollbacks_};
+  }
+  // After begin(), before after_create_session() (the session does it on start and on every
+  // recovery). The count of rollbacks never goes down: a rollback restores the state saved
+  // before it, and must not forget that it happened.
+  void restore(const SpikeState& state) {
+    if (state.checks < 0 || state.kept < 0 || state.kept > state.checks || state.rollbacks < 0)
+      throw std::invalid_argument("SpikeHook::restore: the saved counts (checks " +
+                                  std::to_string(state.checks) + ", kept " +
+                                  std::to_string(state.kept) + ", rollbacks " +
+                                  std::to_string(state.rollbacks) + ") cannot be a SpikeHook's");
+    detector_.restore(state.kept, state.last, state.window);
+    checks_ = state.checks;
+    rollbacks_ = std::max(rollbacks_, state.rollbacks);
+  }
 
  private:
   // Throws, or returns true: stop.
@@ -199,14 +308,29 @@ class SpikeHook {
     if (options_.atol) line += " (atol " + detail::format_number(*options_.atol) + ")";
     line += "; steps " + std::to_string(step - 1) + " and " + std::to_string(step) +
             " recorded as bad.";
+    SpikeAction action = options_.on_spike;
+    if (action == SpikeAction::rollback) {
+      if (rollbacks_ < options_.max_rollbacks) {
+        ++rollbacks_;
+        const std::string which = "(rollback " + std::to_string(rollbacks_) + " of " +
+                                  std::to_string(options_.max_rollbacks) + ")";
+        log(Severity::warning, line + " Rolling back to the latest checkpoint " + which + ".");
+        throw RollbackRequest("SpikeHook: loss spike at global step " + std::to_string(step) +
+                              " " + which);
+      }
+      action = options_.after_rollbacks;
+      line += " No rollback left (max_rollbacks " + std::to_string(options_.max_rollbacks) +
+              "): " + (action == SpikeAction::raise ? "raising." : "stopping.");
+    }
     log(Severity::warning, line);
-    if (options_.on_spike == SpikeAction::raise) throw TrainingSpikeError(step);
+    if (action == SpikeAction::raise) throw TrainingSpikeError(step);
     return true;
   }
 
   SpikeOptions options_;
   SpikeDetector detector_;
   std::int64_t checks_ = 0;
+  std::int64_t rollbacks_ = 0;
   std::vector<std::int64_t> bad_steps_;
 };
 

@@ -18,6 +18,7 @@
 #include <runhooks/detail/sleep.hpp>
 #include <runhooks/error.hpp>
 #include <runhooks/log.hpp>
+#include <runhooks/session/rollback.hpp>
 #include <runhooks/session/stop_state.hpp>
 #include <runhooks/session_run_args.hpp>
 
@@ -31,7 +32,10 @@ namespace runhooks::detail {
 // subclass), TensorFlow's _PREEMPTION_ERRORS.
 //
 //  1. A preemption is recovered from, as the retry policy allows; any other error propagates.
-//     A SingularMonitoredSession never recovers (§1.7, §1.9). [with_recovery, creation_failed]
+//     A SingularMonitoredSession never recovers (§1.7, §1.9). A rollback (RollbackRequest, an
+//     AbortedError a hook throws) is recovered from at once, without the policy, and must find a
+//     checkpoint: a RollbackError ends the recovery otherwise (runhooks). [with_recovery,
+//     creation_failed, retry, no_checkpoint_to_roll_back_to]
 //  2. In a hooked step, a thread's preemption beats the step's own error when that is not a
 //     preemption: it is raised instead, so that the session recovers from what really happened
 //     (_CoordinatedSession.run; G71, test_recovery_from_session_getting_stuck), in a
@@ -112,16 +116,23 @@ class SessionRecovery {
   // The first creation failed: a preemption is recovered from as the policy allows, anything
   // else is raised. Out of line, so that the constructor stays small enough to be inlined and
   // the compiler sees the session's flags in the loop that follows.
+  // A constructor that throws runs no destructor: the checkpoint saver (held by std::ref, it
+  // outlives the session) is first given back its empty hook-state access.
   [[gnu::noinline, gnu::cold]] void creation_failed(const std::exception_ptr& error) {
     end_generation();
-    if constexpr (Session::recoverable) {
-      if (detail::is_preemption(error)) {
-        int failures = 1;
-        if (const std::exception_ptr end = recover(failures, error)) throw_for(end);
-        return;
+    try {
+      if constexpr (Session::recoverable) {
+        if (detail::is_preemption(error)) {
+          int failures = 1;
+          if (const std::exception_ptr end = recover(failures, error)) throw_for(end);
+          return;
+        }
       }
+      throw_for(error);
+    } catch (...) {
+      self().detach_hook_states();
+      throw;
     }
-    throw_for(error);
   }
 
   // The backend (made by the creator, if there is one), a fresh coordinator, and every hook's
@@ -217,19 +228,34 @@ class SessionRecovery {
       // raises this flag) is someone's request to stop.
       state().raised.store(false, std::memory_order_seq_cst);
       if (stop_arrived()) return stopped_during_recovery(failures, failure);
-      const std::optional<double> delay = slot().creator.policy().next_delay(failures);
-      if (!delay) return failure;
-      const double secs = detail::checked_secs("the retry policy's next_delay()", *delay);
-      log(Severity::info, "runhooks: backend lost; re-creating it (attempt " +
-                              std::to_string(failures) + ", after " + detail::format_number(secs) +
-                              " s): " + detail::describe_exception(failure));
-      if (detail::wait_unless_stopped(secs, [this] { return stop_arrived(); }))
-        return stopped_during_recovery(failures, failure);
+      // A rollback (RollbackRequest, session/rollback.hpp) is asked for, not suffered: at once,
+      // whatever the retry policy says, and logged as what it is.
+      const bool rollback = detail::is_rollback(failure);
+      if (rollback) {
+        log(Severity::info, "runhooks: rolling back to the latest checkpoint: " +
+                                detail::describe_exception(failure));
+      } else {
+        const std::optional<double> delay = slot().creator.policy().next_delay(failures);
+        if (!delay) return failure;
+        const double secs = detail::checked_secs("the retry policy's next_delay()", *delay);
+        log(Severity::info, "runhooks: backend lost; re-creating it (attempt " +
+                                std::to_string(failures) + ", after " +
+                                detail::format_number(secs) +
+                                " s): " + detail::describe_exception(failure));
+        if (detail::wait_unless_stopped(secs, [this] { return stop_arrived(); }))
+          return stopped_during_recovery(failures, failure);
+      }
       try {
         slot().create();
         if (stop_arrived()) {
           slot().destroy();  // no hook has seen it
           return stopped_during_recovery(failures, failure);
+        }
+        if (rollback) {
+          if (std::exception_ptr nowhere = no_checkpoint_to_roll_back_to()) {
+            slot().destroy();  // no hook has seen it
+            return nowhere;
+          }
         }
         self().restore_hook_states();
         start_generation();
@@ -240,6 +266,24 @@ class SessionRecovery {
         end_generation();
         if (!detail::is_preemption(failure)) return failure;
       }
+    }
+  }
+
+  // After a rollback's re-creation: null if the creator restored a checkpoint, else the
+  // RollbackError that ends the recovery (a fresh backend is no rollback).
+  std::exception_ptr no_checkpoint_to_roll_back_to() {
+    auto& creator = slot().creator;
+    if constexpr (requires { static_cast<bool>(creator.restored_from()); }) {
+      if (creator.restored_from()) return nullptr;
+      return std::make_exception_ptr(RollbackError(
+          "runhooks: a rollback found no checkpoint to go back to (there is none yet); the "
+          "session stops without a backend. Save one before the first rollback can come "
+          "(SpikeOptions::warmup), or stop instead."));
+    } else {
+      return std::make_exception_ptr(RollbackError(
+          "runhooks: a rollback needs a session creator that restores checkpoints "
+          "(ChiefSessionCreator, make_training_session with a checkpoint_dir); this session's "
+          "makes a fresh backend, so the session stops without one."));
     }
   }
 
