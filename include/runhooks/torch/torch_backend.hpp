@@ -28,31 +28,20 @@
 
 #include <runhooks/checkpoint/detail/durable_files.hpp>
 #include <runhooks/session_run_args.hpp>
+#include <runhooks/torch/detail/archive_checks.hpp>
 #include <runhooks/torch/detail/archive_file.hpp>
 #include <runhooks/torch/detail/state_copy.hpp>
+#include <runhooks/torch/gradient_sync.hpp>
+#include <runhooks/torch/step_keys.hpp>
 #include <runhooks/torch/tensor_batches.hpp>
 
 namespace runhooks {
 
-// What hooks may fetch from a TorchBackend: the mean loss and the fraction of rows classified
-// right, both of the batch the last step trained on (computed before its update).
-// Named "loss" and "accuracy" in log lines and summaries (runhooks::key_name).
-struct BatchLoss : Key<float> {
-  static constexpr std::string_view name = "loss";
-};
+// What hooks may fetch from a TorchBackend: the mean loss (BatchLoss, <runhooks/torch/step_keys.hpp>)
+// and the fraction of rows classified right, both of the batch the last step trained on (computed
+// before its update). Named "loss" and "accuracy" in log lines and summaries (runhooks::key_name).
 struct BatchAccuracy : Key<float> {
   static constexpr std::string_view name = "accuracy";
-};
-
-// The default gradient synchronization of a TorchBackend: none (one process). Its
-// after_backward is empty and inline, so a step is what it was before the policy existed.
-// A policy is a type with `void after_backward(torch::nn::Module& model)`, called after
-// loss.backward() and before Optimizer::step() in every run(), and optionally
-// `void zero_grad(Optimizer&)`, called instead of the optimizer's zero_grad() at the start of
-// run(); runhooks::GradientAllreduce (<runhooks/torch/distributed/gradient_allreduce.hpp>)
-// averages the gradients over ranks.
-struct NoGradientSync {
-  void after_backward(const torch::nn::Module&) const noexcept {}
 };
 
 // The default loss: cross-entropy of class logits [B, C] against class indices [B].
@@ -194,7 +183,7 @@ class TorchBackend {
         model_.write(model_archive);
         archive.write("model", model_archive);
         torch::serialize::OutputArchive optimizer_archive;
-        optimizer_->save(optimizer_archive);
+        optimizer_.save(optimizer_archive);
         archive.write("optimizer", optimizer_archive);
         archive.write("global_step", c10::IValue(global_step_));
         archive.write("rng_state", rng_.state());
@@ -209,10 +198,8 @@ class TorchBackend {
    private:
     friend class TorchBackend;
     detail::TorchModuleCopy model_;
-    // An optimizer of the backend's type over the same parameter groups (only their identity
-    // is read: the archive names parameters by it) whose per-parameter state holds host copies:
-    // its own save() writes the optimizer's archive, libtorch's layout with no copy of it here.
-    std::unique_ptr<Optimizer> optimizer_;
+    // The optimizer's per-parameter state in host copies (detail::TorchOptimizerCopy).
+    detail::TorchOptimizerCopy<Optimizer> optimizer_;
     std::int64_t global_step_ = 0;
     detail::TorchCpuRngCopy rng_;
     detail::TorchDataPosition data_;
@@ -228,33 +215,11 @@ class TorchBackend {
   void snapshot(Snapshot& into) const {
     into.global_step_ = global_step_;
     if constexpr (copies_tensors) {
-      using State = detail::TorchOptimizerState<Optimizer>;
       const torch::NoGradGuard no_grad;
       into.rng_.fill();
       into.data_ = detail::TorchDataPosition::at(batches_, global_step_);
       into.model_.fill(*model_);
-      if (!into.optimizer_)
-        into.optimizer_ = std::make_unique<Optimizer>(
-            optimizer_->param_groups(),
-            static_cast<const typename State::Options&>(optimizer_->defaults()));
-      // The groups again, for their options (a learning-rate schedule changes them) and in case
-      // the user added one; copying a group copies tensor handles and clones the options.
-      std::vector<torch::optim::OptimizerParamGroup>& groups = into.optimizer_->param_groups();
-      groups.clear();
-      for (const torch::optim::OptimizerParamGroup& group : optimizer_->param_groups())
-        groups.emplace_back(group);
-      auto& copies = into.optimizer_->state();
-      const auto& states = optimizer_->state();
-      std::vector<void*> gone;
-      for (const auto& [key, copy] : copies)
-        if (states.find(key) == states.end()) gone.push_back(key);
-      for (void* key : gone) copies.erase(key);
-      for (const auto& [key, state] : states) {
-        std::unique_ptr<torch::optim::OptimizerParamState>& copy = copies[key];
-        if (!copy) copy = std::make_unique<typename State::ParamState>();
-        State::copy(static_cast<const typename State::ParamState&>(*state),
-                    static_cast<typename State::ParamState&>(*copy));
-      }
+      into.optimizer_.fill(*optimizer_);
     } else {
       torch::serialize::OutputArchive archive;
       fill(archive);
@@ -294,9 +259,9 @@ class TorchBackend {
     if (archive.try_read("rng_state", rng_state) &&
         (rng_state.scalar_type() != torch::kByte || rng_state.dim() != 1))
       throw std::runtime_error("runhooks::TorchBackend::restore: " + file +
-                               ": rng_state is not a byte tensor, it is " + describe(rng_state));
+                               ": rng_state is not a byte tensor, it is " + detail::describe_tensor(rng_state));
     check_data_position(archive, file, step.toInt());
-    check_shapes(*model_, model_archive, file, "");
+    detail::check_module_shapes("runhooks::TorchBackend::restore", *model_, model_archive, file, "");
     // The optimizer's state can only be checked by loading it: on a failure, put back what was.
     std::stringstream before;
     {
@@ -396,41 +361,6 @@ class TorchBackend {
                      ", offset " + std::to_string(stored[1]),
                      "epoch " + std::to_string(mine.epoch) + ", offset " +
                          std::to_string(mine.offset) + " (another data set size?)");
-  }
-
-  // Throws unless every parameter and buffer of `module` is in `archive` with its shape and type.
-  static void check_shapes(const torch::nn::Module& module,
-                           torch::serialize::InputArchive& archive, const std::string& file,
-                           const std::string& path) {
-    const auto check = [&](const std::string& name, const torch::Tensor& mine, bool is_buffer) {
-      torch::Tensor stored;
-      if (!archive.try_read(name, stored, is_buffer))
-        throw std::runtime_error("runhooks::TorchBackend::restore: " + file + " has no " +
-                                 path + name);
-      if (stored.sizes() != mine.sizes() || stored.scalar_type() != mine.scalar_type())
-        throw std::runtime_error(
-            "runhooks::TorchBackend::restore: " + file + " holds " + path + name + " as " +
-            describe(stored) + ", the model has " + describe(mine) + " (another architecture?)");
-    };
-    for (const auto& item : module.named_parameters(/*recurse=*/false))
-      check(item.key(), item.value(), false);
-    for (const auto& item : module.named_buffers(/*recurse=*/false))
-      check(item.key(), item.value(), true);
-    for (const auto& child : module.named_children()) {
-      torch::serialize::InputArchive child_archive;
-      if (!archive.try_read(child.key(), child_archive))
-        throw std::runtime_error("runhooks::TorchBackend::restore: " + file + " has no module " +
-                                 path + child.key());
-      check_shapes(*child.value(), child_archive, file, path + child.key() + ".");
-    }
-  }
-
-  static std::string describe(const torch::Tensor& tensor) {
-    std::string text = c10::toString(tensor.scalar_type());
-    text += '[';
-    for (std::size_t i = 0; i < tensor.sizes().size(); ++i)
-      text += (i > 0 ? ", " : "") + std::to_string(tensor.sizes()[i]);
-    return text + ']';
   }
 
   void fill(torch::serialize::OutputArchive& archive) const {

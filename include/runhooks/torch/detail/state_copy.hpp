@@ -1,11 +1,12 @@
-// What a TorchBackend's snapshot copies on the training thread, and how it writes it: host copies
-// of a module's tensors and of an optimizer's per-parameter state, the CPU generator's state and
-// the data position, in the layout of the archive save() writes.
+// What a TorchBackend's or TorchStepBackend's snapshot copies on the training thread, and how it
+// writes it: host copies of a module's tensors and of an optimizer's per-parameter state, the
+// generators' states and the data position, in the layout of the archive save() writes.
 #pragma once
 
 #include <runhooks/detail/config.hpp>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <ATen/core/Generator.h>
 #include <torch/nn/module.h>
 #include <torch/optim/adagrad.h>
@@ -13,11 +14,13 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
+#include <torch/cuda.h>
 #include <torch/serialize/output-archive.h>
 #include <torch/types.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -31,15 +34,26 @@ namespace runhooks::detail {
 // `from` copied into `into` when that is a host tensor of the same shape and type (a snapshot's
 // buffer from the previous save: a memcpy into mapped pages), else into a new host tensor.
 // Callers hold a NoGradGuard. requires_grad is carried over, so that the archive records what
-// Module::save would have recorded.
+// Module::save would have recorded. From a device (CUDA), the host tensor is pinned and the copy
+// non-blocking: the caller synchronizes once after all its copies (sync_device_copies) before
+// anything reads them.
 inline torch::Tensor copy_to_host(const torch::Tensor& from, torch::Tensor into) {
   if (!from.defined()) return {};
+  const bool device = !from.device().is_cpu();
   if (!into.defined() || !into.device().is_cpu() || into.scalar_type() != from.scalar_type() ||
-      into.sizes() != from.sizes() || !into.is_contiguous())
-    into = torch::empty(from.sizes(), torch::TensorOptions().dtype(from.scalar_type()).device(torch::kCPU));
+      into.sizes() != from.sizes() || !into.is_contiguous() || (device && !into.is_pinned()))
+    into = torch::empty(from.sizes(), torch::TensorOptions()
+                                          .dtype(from.scalar_type())
+                                          .device(torch::kCPU)
+                                          .pinned_memory(device));
   if (into.requires_grad() != from.requires_grad()) into.requires_grad_(from.requires_grad());
-  into.copy_(from);
+  into.copy_(from, /*non_blocking=*/device);
   return into;
+}
+
+// Waits for the non-blocking copies copy_to_host made from `device`: nothing on the CPU.
+inline void sync_device_copies(const torch::Device& device) {
+  if (!device.is_cpu()) torch::cuda::synchronize(device.has_index() ? device.index() : -1);
 }
 
 // A module's parameters and buffers copied to host tensors, kept from one snapshot to the next,
@@ -56,12 +70,18 @@ struct TorchModuleCopy {
   std::vector<TorchModuleCopy> children;
 
   void fill(const torch::nn::Module& module) {
-    const auto fill_named = [](std::vector<Named>& into, const auto& from) {
+    fill(module, [](const torch::Tensor& tensor) -> const torch::Tensor& { return tensor; });
+  }
+  // The layout of `module` with pick(tensor) copied for each of its tensors (the averaged weights
+  // of an EMA in the place of the module's own).
+  template <class Pick>
+  void fill(const torch::nn::Module& module, const Pick& pick) {
+    const auto fill_named = [&pick](std::vector<Named>& into, const auto& from) {
       std::size_t i = 0;
       for (const auto& item : from) {
         if (i == into.size()) into.emplace_back();
         into[i].name = item.key();
-        into[i].tensor = copy_to_host(item.value(), std::move(into[i].tensor));
+        into[i].tensor = copy_to_host(pick(item.value()), std::move(into[i].tensor));
         ++i;
       }
       into.resize(i);
@@ -73,7 +93,7 @@ struct TorchModuleCopy {
       if (!child.value()->is_serializable()) continue;  // Module::save skips them too
       if (i == children.size()) children.emplace_back();
       children[i].name = child.key();
-      children[i].fill(*child.value());
+      children[i].fill(*child.value(), pick);
       ++i;
     }
     children.resize(i);
@@ -150,6 +170,42 @@ struct TorchOptimizerState<torch::optim::RMSprop> {
   }
 };
 
+// An optimizer's per-parameter state copied into host tensors kept from one snapshot to the next
+// (an optimizer TorchOptimizerState knows): an optimizer of the same type over the same
+// parameter groups (only their identity is read: the archive names parameters by it) whose state
+// holds the copies, so that its own save() writes libtorch's layout with no copy of it here.
+template <class Optimizer>
+struct TorchOptimizerCopy {
+  using State = TorchOptimizerState<Optimizer>;
+  std::unique_ptr<Optimizer> optimizer;
+
+  // Callers hold a NoGradGuard.
+  void fill(Optimizer& from) {
+    if (!optimizer)
+      optimizer = std::make_unique<Optimizer>(
+          from.param_groups(), static_cast<const typename State::Options&>(from.defaults()));
+    // The groups again, for their options (a learning-rate schedule changes them) and in case
+    // the user added one; copying a group copies tensor handles and clones the options.
+    std::vector<torch::optim::OptimizerParamGroup>& groups = optimizer->param_groups();
+    groups.clear();
+    for (const torch::optim::OptimizerParamGroup& group : from.param_groups())
+      groups.emplace_back(group);
+    auto& copies = optimizer->state();
+    const auto& states = from.state();
+    std::vector<void*> gone;
+    for (const auto& [key, copy] : copies)
+      if (states.find(key) == states.end()) gone.push_back(key);
+    for (void* key : gone) copies.erase(key);
+    for (const auto& [key, state] : states) {
+      std::unique_ptr<torch::optim::OptimizerParamState>& copy = copies[key];
+      if (!copy) copy = std::make_unique<typename State::ParamState>();
+      State::copy(static_cast<const typename State::ParamState&>(*state),
+                  static_cast<typename State::ParamState&>(*copy));
+    }
+  }
+  void save(torch::serialize::OutputArchive& archive) const { optimizer->save(archive); }
+};
+
 // The CPU generator's state (torch::manual_seed's generator: dropout, randperm, initializers).
 inline torch::Tensor torch_cpu_rng_state() {
   at::Generator generator = at::detail::getDefaultCPUGenerator();
@@ -182,6 +238,19 @@ struct TorchCpuRngCopy {
 };
 inline void set_torch_cpu_rng_state(const torch::Tensor& state) {
   at::Generator generator = at::detail::getDefaultCPUGenerator();
+  const std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
+
+// The state of a device's default generator (CUDA's: dropout and randint on the device), through
+// ATen's hooks, so that a CPU-only libtorch compiles and links this; called only on such a device.
+inline torch::Tensor torch_device_rng_state(const torch::Device& device) {
+  at::Generator generator = at::globalContext().defaultGenerator(device);
+  const std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+inline void set_torch_device_rng_state(const torch::Device& device, const torch::Tensor& state) {
+  at::Generator generator = at::globalContext().defaultGenerator(device);
   const std::lock_guard<std::mutex> lock(generator.mutex());
   generator.set_state(state);
 }
