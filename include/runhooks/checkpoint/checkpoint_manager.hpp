@@ -26,6 +26,7 @@
 #include <runhooks/checkpoint/detail/directory_lock.hpp>
 #include <runhooks/checkpoint/detail/durable_files.hpp>
 #include <runhooks/checkpoint/detail/saves_in_flight.hpp>
+#include <runhooks/checkpoint/manager/best.hpp>
 #include <runhooks/checkpoint/manager/commit.hpp>
 #include <runhooks/checkpoint/manager/options.hpp>
 #include <runhooks/checkpoint/manager/resume.hpp>
@@ -139,6 +140,34 @@ class CheckpointManager : detail::ManagerResume<CheckpointManager>,
     lock_ = detail::DirectoryLock();
   }
 
+  // Ranks scored saves (BestCheckpointHook): besides the latest max_to_keep, the state keeps
+  // naming, and retention never drops, the top save_top_k by score (manager/best.hpp); the
+  // scores live in the state file (runhooks-score records), so a restart keeps ranking. Once;
+  // before or after open() (the records read are ranked then). Not while a save is in flight.
+  // Throws std::invalid_argument naming a bad option, std::logic_error when already ranked.
+  void rank_by(CheckpointRanking ranking) {
+    if (ranked_)
+      throw std::logic_error("runhooks: the checkpoint directory " +
+                             detail::quoted_path(options_.checkpoint_dir) + " already ranks its "
+                             "checkpoints by '" + best_.ranking().monitor + "': one "
+                             "BestCheckpointHook per CheckpointSaverHook.");
+    best_ = detail::BestRanking(std::move(ranking));
+    ranked_ = true;
+    if (opened_) rank_scores();
+  }
+  bool ranked() const noexcept { return ranked_; }
+  const detail::BestRanking& ranking() const noexcept { return best_; }
+
+  // The best checkpoint by score (its prefix joined to the directory, its step and score), or
+  // nullopt when none is kept. Not while a save is in flight.
+  std::optional<ScoredCheckpoint> best_checkpoint() const {
+    std::optional<ScoredCheckpoint> best = best_.best();
+    if (best) best->name = (options_.checkpoint_dir / best->name).string();
+    return best;
+  }
+  // The kept best checkpoints, in the order they entered the top k (Lightning's best_k_models).
+  const std::vector<ScoredCheckpoint>& best_checkpoints() const noexcept { return best_.kept(); }
+
   // The prefix a save at `step` gets: <dir>/<basename>-<step>.
   std::filesystem::path prefix_for(std::int64_t step) const {
     return options_.checkpoint_dir / name_for(step);
@@ -150,14 +179,18 @@ class CheckpointManager : detail::ManagerResume<CheckpointManager>,
   // `deletion` says. Returns the checkpoint's prefix. On any error, including from write(), throws
   // CheckpointError naming the checkpoint and the cause; the state file and the checkpoints it
   // names are as they were.
+  // `score`: the monitored metric's value at this step, with rank_by(); a save it ranks enters
+  // the top k, displacing the k-th, which stays while it is among the latest max_to_keep and is
+  // otherwise deleted once this save is committed, as any dropped checkpoint is.
   template <class Write>
   std::filesystem::path save(std::int64_t step, double timestamp, Write&& write,
-                             DeleteDropped deletion = DeleteDropped::now) {
+                             DeleteDropped deletion = DeleteDropped::now,
+                             std::optional<double> score = std::nullopt) {
     wait_for_deletions();
     // A fork()ed child's copy of an open manager does not hold the lock: it opens as a second
     // writer would (detail/directory_lock.hpp).
     if (!opened_ || !lock_.held()) open(timestamp);
-    return save_durably(step, timestamp, std::forward<Write>(write), deletion);
+    return save_durably(step, timestamp, std::forward<Write>(write), deletion, score);
   }
 
   // The checkpoints the state file names, oldest save first: runhooks' own as plain file names
@@ -203,6 +236,14 @@ class CheckpointManager : detail::ManagerResume<CheckpointManager>,
     if (std::find(pending_.begin(), pending_.end(), name) == pending_.end()) pending_.push_back(name);
   }
 
+  // Whether retention keeps `name` for its score: in the top k, or scored for another metric.
+  bool scored(const std::string& name) const {
+    if (best_.contains(name)) return true;
+    for (const CheckpointStateScore& s : other_scores_)
+      if (s.name == name) return true;
+    return false;
+  }
+
   // Whether the state names `name`, as a checkpoint or as the latest.
   bool names(const std::string& name) const {
     if (latest_ && *latest_ == name) return true;
@@ -221,6 +262,11 @@ class CheckpointManager : detail::ManagerResume<CheckpointManager>,
   std::vector<std::string> disk_pending_;  // what the state file on disk records as pending
   double last_preserved_ = 0.0;
   bool opened_ = false;
+  bool ranked_ = false;
+  detail::BestRanking best_;  // the top k by score (rank_by), in the order they entered it
+  // Scores the state records for another metric (or with no ranking): kept as they are, and
+  // their checkpoints with them, never displaced.
+  std::vector<CheckpointStateScore> other_scores_;
   // DeleteDropped::in_background: the names whose files the deleter removed. Declared last: a
   // manager destroyed without close() (moved-from) still waits for it in ~future.
   std::future<std::vector<std::string>> deleting_;

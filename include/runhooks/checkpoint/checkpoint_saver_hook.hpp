@@ -160,6 +160,7 @@ class CheckpointSaverHook
         save_steps_(other.save_steps_),
         async_(other.async_),
         skip_when_busy_(other.skip_when_busy_),
+        scored_request_(other.scored_request_),
         last_saved_step_(other.last_saved_step_),
         in_flight_(std::move(other.in_flight_)),
         kept_snapshot_(std::move(other.kept_snapshot_)),
@@ -244,6 +245,21 @@ class CheckpointSaverHook
   // access when it ends.
   void attach_hook_states(HookStateAccess access) noexcept { hook_states_ = access; }
 
+  // BestCheckpointHook's part (best_checkpoint_hook.hpp). rank_by: the manager ranks scored
+  // saves (waits for the thread of a save in flight first). request_scored_save: save at `step`
+  // with `score`, in this hook's after_run of that step (the requesting hook is declared before
+  // this one), as the one save of the step if the periodic trigger fires too. Nothing on a step
+  // without a request.
+  void rank_by(CheckpointRanking ranking) {
+    join_in_flight();
+    manager_.rank_by(std::move(ranking));
+  }
+  void request_scored_save(std::int64_t step, double score) noexcept {
+    scored_request_.emplace(step, score);
+    next_check_ = always;
+    async_next_check_.store(always, std::memory_order_relaxed);
+  }
+
   // The checkpoints the state file names, oldest first. Not while a save is in flight.
   const std::vector<CheckpointEntry>& checkpoints() const noexcept { return manager_.checkpoints(); }
   const CheckpointManager& manager() const noexcept { return manager_; }
@@ -293,7 +309,7 @@ class CheckpointSaverHook
   }
 
   template <class Backend>
-  bool save(Backend& session, std::int64_t step) {
+  bool save(Backend& session, std::int64_t step, std::optional<double> score = std::nullopt) {
     if constexpr (Snapshottable<Backend>) {
       if (async_) {
         std::apply([&](auto&... l) { (call_before_save(l, session, step), ...); }, listeners_);
@@ -301,18 +317,18 @@ class CheckpointSaverHook
         // first, or skip), so the kept snapshot is nobody else's.
         if constexpr (SnapshottableInPlace<Backend>)
           start_async(detail::KeptSnapshotWrite<snapshot_t<Backend>>{take_snapshot(session)}, step,
-                      wall_now(), hook_states());
+                      wall_now(), hook_states(), score);
         else
-          start_async(session.snapshot(), step, wall_now(), hook_states());
+          start_async(session.snapshot(), step, wall_now(), hook_states(), score);
         last_saved_step_ = step;
         return false;  // after_save once the write is done
       }
     }
-    return save_now(session, step);
+    return save_now(session, step, score);
   }
 
   template <class Backend>
-  bool save_now(Backend& session, std::int64_t step) {
+  bool save_now(Backend& session, std::int64_t step, std::optional<double> score = std::nullopt) {
     std::apply([&](auto&... l) { (call_before_save(l, session, step), ...); }, listeners_);
     // The step waits for the commit, not for the blocks of the checkpoint retention drops.
     const std::string states = hook_states();
@@ -322,7 +338,7 @@ class CheckpointSaverHook
           session.save(p);
           write_hook_states(p, states);
         },
-        DeleteDropped::in_background);
+        DeleteDropped::in_background, score);
     log(Severity::info, "runhooks: saved checkpoint " + prefix.string());
     note_checkpoint(step);
     last_saved_step_ = step;
@@ -357,6 +373,7 @@ class CheckpointSaverHook
   std::int64_t save_steps_;  // 0 with save_secs
   bool async_;
   bool skip_when_busy_;
+  std::optional<std::pair<std::int64_t, double>> scored_request_;  // request_scored_save's
   std::optional<std::int64_t> last_saved_step_;
   std::unique_ptr<InFlight> in_flight_;
   // The SnapshottableInPlace backend's snapshot, kept between saves; its type is known only to

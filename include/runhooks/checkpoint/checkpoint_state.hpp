@@ -45,7 +45,25 @@ inline constexpr std::string_view checkpoint_state_filename = "checkpoint";
 //   # runhooks-files: "model.ckpt-200", ".arrays"   the suffixes of the files the backend wrote
 //                                                    for a checkpoint runhooks saved, so that
 //                                                    exactly those are deleted with it (see
-//                                                    checkpoint/detail/checkpoint_files.hpp).
+//                                                    checkpoint/detail/checkpoint_files.hpp);
+//   # runhooks-score: "model.ckpt-200", "val_loss", 0.25
+//                                                    a best checkpoint's score and metric
+//                                                    (BestCheckpointHook), in the order they
+//                                                    entered the top k, so that a restart keeps
+//                                                    ranking; its value as format_double writes
+//                                                    it ("nan", "inf" and "-inf" included).
+// A comment line that starts like one of these records and does not parse is an error naming the
+// file and line; any other comment is skipped, as TensorFlow does.
+struct CheckpointStateScore {
+  std::string name;    // a checkpoint the state names
+  std::string metric;  // the monitored metric's name
+  double score;
+  friend bool operator==(const CheckpointStateScore& a, const CheckpointStateScore& b) {
+    return a.name == b.name && a.metric == b.metric &&
+           (a.score == b.score || (a.score != a.score && b.score != b.score));
+  }
+};
+
 struct CheckpointState {
   std::string model_checkpoint_path;
   std::vector<std::string> all_model_checkpoint_paths;
@@ -53,6 +71,7 @@ struct CheckpointState {
   std::optional<double> last_preserved_timestamp;
   std::vector<std::string> pending_deletions;
   std::map<std::string, std::vector<std::string>> file_suffixes{};
+  std::vector<CheckpointStateScore> scores{};
 
   friend bool operator==(const CheckpointState&, const CheckpointState&) = default;
 };
@@ -131,6 +150,7 @@ class StateParser {
     }
     state.pending_deletions = std::move(pending_);
     state.file_suffixes = std::move(file_suffixes_);
+    state.scores = std::move(scores_);
     return state;
   }
 
@@ -162,6 +182,8 @@ class StateParser {
 
   // runhooks' records; other comments are skipped, as TensorFlow does.
   void comment(std::string_view body) {
+    constexpr std::string_view score = " runhooks-score: ";
+    if (body.substr(0, score.size()) == score) return score_record(body, score.size());
     constexpr std::string_view remove = " runhooks-delete: ", files = " runhooks-files: ";
     const bool is_remove = body.substr(0, remove.size()) == remove;
     if (!is_remove && body.substr(0, files.size()) != files) return;
@@ -181,6 +203,27 @@ class StateParser {
       }
     }
     if (inner.at_ != inner.text_.size()) inner.fail("unexpected text after a runhooks record");
+  }
+
+  // "<name>", "<metric>", <number>: nothing more, nothing less.
+  void score_record(std::string_view body, std::size_t skip) {
+    const std::size_t start = static_cast<std::size_t>(body.data() - text_.data());
+    StateParser inner(text_.substr(0, start + body.size()), file_);
+    inner.at_ = start + skip;
+    CheckpointStateScore record;
+    record.name = inner.string_value();
+    if (inner.peek() != ',') inner.fail("expected ', \"<metric>\", <score>' after the name in a runhooks-score record");
+    ++inner.at_;
+    inner.skip_space();
+    record.metric = inner.string_value();
+    if (inner.peek() != ',') inner.fail("expected ', <score>' after the metric in a runhooks-score record");
+    ++inner.at_;
+    while (inner.peek() == ' ') ++inner.at_;
+    record.score = inner.number_value();
+    if (inner.at_ != inner.text_.size()) inner.fail("unexpected text after a runhooks-score record");
+    if (record.name.empty() || record.metric.empty())
+      inner.fail("a runhooks-score record with an empty name or metric", start);
+    scores_.push_back(std::move(record));
   }
 
   std::string identifier() {
@@ -267,6 +310,7 @@ class StateParser {
   std::size_t at_ = 0;
   std::vector<std::string> pending_;
   std::map<std::string, std::vector<std::string>> file_suffixes_;
+  std::vector<CheckpointStateScore> scores_;
 };
 
 inline std::filesystem::path join_checkpoint_path(const std::filesystem::path& directory,
@@ -278,7 +322,7 @@ inline std::filesystem::path join_checkpoint_path(const std::filesystem::path& d
 }  // namespace detail
 
 // The text TensorFlow's text_format.MessageToString writes for `state`, preceded by one comment
-// line and runhooks' pending_deletions and file_suffixes comments.
+// line and runhooks' pending_deletions, file_suffixes and scores comments.
 inline std::string format_checkpoint_state(const CheckpointState& state) {
   std::string out = "# CheckpointState (TensorFlow text format), written by runhooks\n";
   for (const std::string& pending : state.pending_deletions) {
@@ -294,6 +338,13 @@ inline std::string format_checkpoint_state(const CheckpointState& state) {
       detail::append_quoted(out, suffix);
     }
     out += '\n';
+  }
+  for (const CheckpointStateScore& record : state.scores) {
+    out += "# runhooks-score: ";
+    detail::append_quoted(out, record.name);
+    out += ", ";
+    detail::append_quoted(out, record.metric);
+    out += ", " + detail::format_double(record.score) + '\n';
   }
   out += "model_checkpoint_path: ";
   detail::append_quoted(out, state.model_checkpoint_path);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <exception>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -20,6 +21,7 @@
 #include <runhooks/checkpoint/checkpoint_state.hpp>
 #include <runhooks/checkpoint/detail/checkpoint_files.hpp>
 #include <runhooks/checkpoint/detail/durable_files.hpp>
+#include <runhooks/checkpoint/manager/best.hpp>
 #include <runhooks/checkpoint/manager/options.hpp>
 
 namespace runhooks::detail {
@@ -54,17 +56,25 @@ class ManagerCommit {
   const Manager& self() const noexcept { return static_cast<const Manager&>(*this); }
 
   // The body of save(), once the directory is open: the protocol above.
+  // `score`: with a ranking, a save it ranks enters the top k (manager/best.hpp) before
+  // retention runs, so that the k-th it displaces is dropped in the same commit (unless it is
+  // among the latest); a failed save leaves the ranking as it was.
   template <class Write>
   std::filesystem::path save_durably(std::int64_t step, double timestamp, Write&& write,
-                                     DeleteDropped deletion) {
+                                     DeleteDropped deletion, std::optional<double> score) {
     const std::filesystem::path& dir = self().options_.checkpoint_dir;
     const std::string name = self().name_for(step);
     const std::string stage = "." + name + ".tmp-" + detail::unique_token();
     std::vector<std::string> suffixes, linked;
     bool stage_named = false;
+    std::optional<BestRanking> previous_best;
     try {
       write(dir / stage);
       suffixes = detail::staged_checkpoint_suffixes(dir, stage);
+      if (score && self().ranked_ && self().best_.ranks(*score)) {
+        previous_best = self().best_;
+        self().best_.insert(name, step, *score);
+      }
 
       // This save supersedes an older one at the same step, and a staging copy of one that the
       // state named while it was being replaced (a save killed then).
@@ -108,6 +118,7 @@ class ManagerCommit {
       else
         self().remove_pending();
     } catch (const std::exception& e) {
+      if (previous_best) self().best_ = std::move(*previous_best);
       // What this save linked but no state names is provably its own.
       for (const std::string& file : linked) detail::remove_file_quietly(dir / file);
       if (!stage_named)
@@ -142,6 +153,15 @@ class ManagerCommit {
                           [&](const CheckpointEntry& e) { return e.name == item.first; });
     });
     state.file_suffixes = self().suffixes_;
+    const auto listed = [&](const std::string& name) {
+      return std::any_of(entries.begin(), entries.end(),
+                         [&](const CheckpointEntry& e) { return e.name == name; });
+    };
+    for (const CheckpointStateScore& other : self().other_scores_)
+      if (listed(other.name)) state.scores.push_back(other);
+    for (const ScoredCheckpoint& best : self().best_.kept())
+      if (listed(best.name))
+        state.scores.push_back({best.name, self().best_.ranking().monitor, best.score});
     detail::replace_checkpoint_state(self().options_.checkpoint_dir, state, names_first);
     self().entries_ = entries;
     self().latest_ = entries.back().name;

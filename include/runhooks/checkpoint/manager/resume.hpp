@@ -5,12 +5,15 @@
 
 #include <runhooks/detail/config.hpp>
 
+#include <charconv>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include <sys/stat.h>
@@ -19,7 +22,9 @@
 #include <runhooks/checkpoint/checkpoint_state.hpp>
 #include <runhooks/checkpoint/detail/checkpoint_files.hpp>
 #include <runhooks/checkpoint/detail/durable_files.hpp>
+#include <runhooks/checkpoint/manager/best.hpp>
 #include <runhooks/checkpoint/manager/options.hpp>
+#include <runhooks/log.hpp>
 
 namespace runhooks::detail {
 
@@ -41,6 +46,8 @@ class ManagerResume {
     self().suffixes_.clear();
     self().pending_.clear();
     self().disk_pending_.clear();
+    self().best_.clear();
+    self().other_scores_.clear();
     const std::optional<CheckpointState> state = read_checkpoint_state(dir);
     if (state) {
       const std::size_t n = state->all_model_checkpoint_paths.size();
@@ -63,6 +70,7 @@ class ManagerResume {
           if (detail::is_valid_checkpoint_suffix(suffix) && !detail::is_reserved_file(*own + suffix))
             kept.push_back(suffix);
       }
+      load_scores(*state, dir / checkpoint_state_filename);
       // A name the state still lists is not pending deletion, whatever a damaged line says.
       for (const std::string& pending : state->pending_deletions) {
         self().disk_pending_.push_back(self().own_spelling(pending));
@@ -71,6 +79,69 @@ class ManagerResume {
     } else {
       self().last_preserved_ = now;
     }
+  }
+
+  // The runhooks-score records, strictly: each must name, once, a checkpoint of this directory
+  // that the state lists, as <basename>-<step>; anything else is a CheckpointError naming the
+  // file (a hostile record could otherwise make retention keep or drop what it likes). They are
+  // kept as they are (their checkpoints never dropped) until rank_scores() ranks those of the
+  // ranking's metric.
+  void load_scores(const CheckpointState& state, const std::filesystem::path& file) {
+    std::set<std::string> seen;
+    for (const CheckpointStateScore& record : state.scores) {
+      const std::optional<std::string> own = detail::own_checkpoint_name(self().key_, record.name);
+      const std::optional<std::int64_t> step = own ? step_of(*own) : std::nullopt;
+      const auto bad = [&](const char* why) {
+        return CheckpointError("runhooks: checkpoint state file " + detail::quoted_path(file) +
+                               ": the runhooks-score record of '" + record.name + "' " + why +
+                               "; runhooks records scores only for its own checkpoints.");
+      };
+      if (!own || !step) throw bad("does not name a checkpoint <basename>-<step> of this directory");
+      bool listed = false;
+      for (const CheckpointEntry& e : self().entries_) listed = listed || e.name == *own;
+      if (!listed) throw bad("names a checkpoint the state does not list");
+      if (!seen.insert(*own).second) throw bad("appears twice");
+      self().other_scores_.push_back({*own, record.metric, record.score});
+    }
+    if (self().ranked_) rank_scores();
+  }
+
+  // With a ranking: the records of its metric rank, in their order (beyond save_top_k, as after a
+  // restart with a smaller one, the k-th goes each time: it is then only a checkpoint among the
+  // others); those of another metric stay as they are, with a warning.
+  void rank_scores() {
+    std::vector<CheckpointStateScore> records = std::move(self().other_scores_);
+    self().other_scores_.clear();
+    self().best_.clear();
+    std::string others;
+    for (CheckpointStateScore& record : records) {
+      if (record.metric == self().best_.ranking().monitor) {
+        self().best_.restore({record.name, step_of(record.name).value_or(0), record.score});
+      } else {
+        others += (others.empty() ? "" : ", ") + record.name + " (" + record.metric + ")";
+        self().other_scores_.push_back(std::move(record));
+      }
+    }
+    if (!others.empty())
+      log(Severity::warning,
+          "runhooks: the checkpoint state file of " +
+              detail::quoted_path(self().options_.checkpoint_dir) + " scores " + others +
+              ", not by '" + self().best_.ranking().monitor +
+              "': they are kept, unranked; delete them by hand if they are no longer wanted.");
+  }
+
+  // The step of own checkpoint name <basename>-<digits>, or nullopt.
+  std::optional<std::int64_t> step_of(const std::string& name) const {
+    const std::string& base = self().options_.basename;
+    if (name.size() <= base.size() + 1 || name.compare(0, base.size(), base) != 0 ||
+        name[base.size()] != '-')
+      return std::nullopt;
+    std::int64_t step = 0;
+    const char* first = name.data() + base.size() + 1;
+    const char* last = name.data() + name.size();
+    const auto [end, error] = std::from_chars(first, last, step);
+    if (error != std::errc{} || end != last || step < 0 || *first == '+') return std::nullopt;
+    return step;
   }
 
   double modification_time(const std::string& name, double fallback) const {

@@ -51,27 +51,37 @@ class ManagerRetention {
 
   // TensorFlow's Saver: beyond max_to_keep the oldest saves leave the list; each is deleted unless
   // it is the first one dated past the keep_checkpoint_every_n_hours mark, which is then kept (but
-  // no longer named) and moves the mark on by that period. With max_to_keep 0 nothing is deleted
-  // and the list holds only the newest. Unlike Saver, which drops one per save, this drops all the
-  // excess (a run restarted with a smaller max_to_keep). Returns the names to delete.
+  // no longer named) and moves the mark on by that period. A scored checkpoint in the top k (or
+  // scored for another metric, Manager::scored) stays named and is never dropped: the state keeps
+  // the latest max_to_keep and the best k, their union. With max_to_keep 0 nothing is deleted
+  // and the list holds only the newest and the scored. Unlike Saver, which drops one per save,
+  // this drops all the excess (a run restarted with a smaller max_to_keep). Returns the names to
+  // delete.
   std::vector<std::string> retain(std::vector<CheckpointEntry>& entries, double& mark) const {
     std::vector<std::string> dropped;
-    if (self().options_.max_to_keep == 0) {
-      entries.erase(entries.begin(), entries.end() - 1);
-      return dropped;
-    }
-    while (entries.size() > static_cast<std::size_t>(self().options_.max_to_keep)) {
-      const CheckpointEntry oldest = entries.front();
-      entries.erase(entries.begin());
+    const std::size_t latest = static_cast<std::size_t>(self().options_.max_to_keep);
+    const std::size_t window = latest == 0 ? 1 : latest;
+    if (entries.size() <= window) return dropped;
+    const std::size_t excess = entries.size() - window;
+    std::vector<CheckpointEntry> kept;
+    kept.reserve(entries.size());
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      CheckpointEntry& entry = entries[i];
+      if (i >= excess || self().scored(entry.name)) {
+        kept.push_back(std::move(entry));
+        continue;
+      }
+      if (latest == 0) continue;  // kept, no longer named
       if (self().options_.keep_checkpoint_every_n_hours) {
         const double period = *self().options_.keep_checkpoint_every_n_hours * 3600.0;
-        if (oldest.timestamp > mark + period) {
+        if (entry.timestamp > mark + period) {
           mark += period;
           continue;
         }
       }
-      dropped.push_back(oldest.name);
+      dropped.push_back(std::move(entry.name));
     }
+    entries = std::move(kept);
     return dropped;
   }
 

@@ -10,11 +10,13 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 
 #include <runhooks/checkpoint/checkpointable.hpp>
+#include <runhooks/checkpoint/manager/options.hpp>
 #include <runhooks/checkpoint/detail/saves_in_flight.hpp>
 #include <runhooks/log.hpp>
 
@@ -67,10 +69,11 @@ class SaverBackgroundWriter {
     return static_cast<Snapshot*>(self().kept_snapshot_.get());
   }
 
-  // hook_states: the text of <checkpoint>.hooks, read on the session's thread (empty: none).
+  // hook_states: the text of <checkpoint>.hooks, read on the session's thread (empty: none);
+  // score: the monitored metric's value for a ranked save (CheckpointManager::save).
   template <class Snapshot>
   void start_async(Snapshot snapshot, std::int64_t step, double timestamp,
-                   std::string hook_states = {}) {
+                   std::string hook_states = {}, std::optional<double> score = std::nullopt) {
     auto in_flight = std::make_unique<SaverInFlight>();
     in_flight->step = step;
     SaverInFlight* record = in_flight.get();
@@ -79,7 +82,7 @@ class SaverBackgroundWriter {
     detail::SavesInFlight::instance().add(self().directory_key_);
     try {
       in_flight->thread = std::thread(
-          [this, record, step, timestamp, snapshot = std::move(snapshot),
+          [this, record, step, timestamp, score, snapshot = std::move(snapshot),
            hook_states = std::move(hook_states)]() mutable {
             std::exception_ptr error;
             try {
@@ -87,10 +90,12 @@ class SaverBackgroundWriter {
               // not pay for freeing it.
               Snapshot local = std::move(snapshot);
               const std::filesystem::path prefix = self().manager_.save(
-                  step, timestamp, [&](const std::filesystem::path& p) {
+                  step, timestamp,
+                  [&](const std::filesystem::path& p) {
                     local.write(p);
                     Hook::write_hook_states(p, hook_states);
-                  });
+                  },
+                  DeleteDropped::now, score);
               log(Severity::info, "runhooks: saved checkpoint " + prefix.string());
               self().note_checkpoint(step);
             } catch (...) {
@@ -119,7 +124,8 @@ class SaverBackgroundWriter {
       std::lock_guard lock(self().mutex_);
       if (!self().in_flight_->done) return false;
     }
-    self().in_flight_->thread.join();
+    // Joined already when rank_by (BestCheckpointHook) waited for it.
+    if (self().in_flight_->thread.joinable()) self().in_flight_->thread.join();
     const std::unique_ptr<SaverInFlight> done = std::move(self().in_flight_);
     if (done->error) std::rethrow_exception(done->error);
     return self().after_save(session, done->step);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include <runhooks/detail/periodic_trigger.hpp>
@@ -22,24 +23,30 @@ class SaverTrigger {
   Hook& self() noexcept { return static_cast<Hook&>(*this); }
   const Hook& self() const noexcept { return static_cast<const Hook&>(*this); }
 
-  // The rare path of after_run: collect a finished background save, then TensorFlow's trigger.
+  // The rare path of after_run: collect a finished background save, then TensorFlow's trigger,
+  // and a scored save that a BestCheckpointHook requested for this step (request_scored_save):
+  // one save when both fall on a step, carrying the score. A scored save never moves the
+  // periodic trigger and is never skipped for a save in flight (it waits for it).
   // Cold: with save_steps it runs once per save, and so marked GCC keeps the per-step path to the
   // load and the compare (without it, GCC 12 adds a register clear there).
   template <class Backend>
   [[gnu::noinline, gnu::cold]] bool on_trigger(Backend& session, std::int64_t step) {
     bool stop = self().finish_in_flight(session, /*wait=*/false);
-    if (self().timer_.should_trigger_for_step(step)) {
-      if (self().in_flight_ && self().skip_when_busy_) {
-        log(Severity::warning, "runhooks: CheckpointSaverHook skipped the checkpoint of step " +
-                                   std::to_string(step) + ": the save of step " +
-                                   std::to_string(self().in_flight_->step) +
-                                   " is still being written.");
-        self().timer_.update_last_triggered_step(step);
-      } else {
-        stop = self().finish_in_flight(session, /*wait=*/true) || stop;
-        self().timer_.update_last_triggered_step(step);
-        stop = self().save(session, step) || stop;
-      }
+    std::optional<double> score;
+    if (self().scored_request_ && self().scored_request_->first == step)
+      score = self().scored_request_->second;
+    self().scored_request_.reset();
+    const bool periodic = self().timer_.should_trigger_for_step(step);
+    if (periodic && !score && self().in_flight_ && self().skip_when_busy_) {
+      log(Severity::warning, "runhooks: CheckpointSaverHook skipped the checkpoint of step " +
+                                 std::to_string(step) + ": the save of step " +
+                                 std::to_string(self().in_flight_->step) +
+                                 " is still being written.");
+      self().timer_.update_last_triggered_step(step);
+    } else if (periodic || score) {
+      stop = self().finish_in_flight(session, /*wait=*/true) || stop;
+      if (periodic) self().timer_.update_last_triggered_step(step);
+      stop = self().save(session, step, score) || stop;
     }
     rearm(step);
     return stop;
