@@ -161,6 +161,88 @@ TEST_CASE("crash-resume: SIGKILL at random instants, saves included; every resta
   CHECK(ckpt::files_in_but_events(dir.path) == expected);
 }
 
+TEST_CASE("crash-resume with best checkpoints: SIGKILL between commit and deletion loses nothing") {
+  // The helper keeps the best 2 by the demo's Loss (checked every second step; it falls, so each
+  // check displaces the oldest best) besides the latest 3 periodic and best saves. A kill may land
+  // between a best save's commit and the deletion of the checkpoint it displaced.
+  const int kills = std::max(1, env_int("RUNHOOKS_CRASH_KILLS", 50) / 3);
+  const std::size_t extra = 1024;
+  ckpt::CapturedLog quiet;  // the restores' lines
+  TempDir dir;
+  int killed_before_deletion = 0;
+  std::mt19937 rng(static_cast<unsigned>(env_int("RUNHOOKS_CRASH_SEED", 20261127)));
+  std::uniform_real_distribution<double> delay_ms(0.0, 150.0);
+  // The replay from scratch, remembered at every step: weights, extra state and Loss.
+  struct Replayed {
+    demo::Weights weights;
+    std::vector<double> extra;
+    float loss;
+  };
+  demo::LogisticRegression replay = fresh_backend(extra);
+  std::vector<Replayed> at_step{{replay.weights(), replay.extra(), replay.fetch(demo::Loss{})}};
+  const auto replayed = [&](std::int64_t step) -> const Replayed& {
+    while (static_cast<std::int64_t>(at_step.size()) <= step) {
+      replay.run();
+      at_step.push_back({replay.weights(), replay.extra(), replay.fetch(demo::Loss{})});
+    }
+    return at_step[static_cast<std::size_t>(step)];
+  };
+  std::int64_t latest = -1;
+  for (int kill = 0; kill < kills; ++kill) {
+    INFO("kill " << kill << " of " << kills << " (RUNHOOKS_CRASH_SEED selects the instants)");
+    std::vector<std::string> args = {helper_path(), "--checkpoint-dir", dir.str(), "--steps",
+                                     "1000000000", "--save-steps", "5", "--extra",
+                                     std::to_string(extra), "--best", "2"};
+    if (kill % 2 == 1) args.push_back("--async");
+    Child child(args);
+    child.read_for(delay_ms(rng));
+    child.kill(SIGKILL);
+    CHECK(WIFSIGNALED(child.wait()));
+    child.read_all();
+    for (const std::string& line : child.lines())
+      if (line.rfind("resumed ", 0) == 0)
+        CHECK(number_after(line, "resumed ") == std::max<std::int64_t>(latest, 0));
+    const std::optional<runhooks::CheckpointState> state = runhooks::read_checkpoint_state(dir.path);
+    if (!state) continue;
+    // Every checkpoint the state names is whole: it restores to the replay at its step.
+    for (const std::string& name : state->all_model_checkpoint_paths) {
+      INFO(name);
+      demo::LogisticRegression restored = fresh_backend(extra);
+      runhooks::restore_checkpoint(restored, dir.path / name);
+      const Replayed& expected = replayed(restored.global_step());
+      CHECK(restored.weights() == expected.weights);
+      CHECK(restored.extra() == expected.extra);
+    }
+    // The best: at most 2, each named, scored with the replay's Loss at its step.
+    CHECK(state->scores.size() <= 2);
+    for (const runhooks::CheckpointStateScore& score : state->scores) {
+      INFO(score.name);
+      CHECK(std::count(state->all_model_checkpoint_paths.begin(),
+                       state->all_model_checkpoint_paths.end(), score.name) == 1);
+      const std::int64_t step = std::stoll(score.name.substr(std::string("model.ckpt-").size()));
+      CHECK(score.score == static_cast<double>(replayed(step).loss));
+    }
+    killed_before_deletion += !state->pending_deletions.empty();
+    latest = ckpt::step_in(dir.path / state->model_checkpoint_path);
+    // On disk: what the state names, and at most a save being written and one being deleted.
+    CHECK(prefixes_on_disk(dir.path).size() <= state->all_model_checkpoint_paths.size() + 2);
+  }
+  MESSAGE(kills << " kills; the newest checkpoint is step " << latest << "; "
+                << killed_before_deletion << " left a committed state with deletions pending");
+  CHECK(latest > 0);
+  // A last run to completion: only the named checkpoints remain, the best 2 among them.
+  Child last({helper_path(), "--checkpoint-dir", dir.str(), "--steps", std::to_string(latest + 8),
+              "--extra", std::to_string(extra), "--best", "2"});
+  last.read_all();
+  REQUIRE(WIFEXITED(last.wait()));
+  CHECK(WEXITSTATUS(last.wait()) == 0);
+  std::vector<std::string> expected{"checkpoint"};
+  for (const std::string& name : ckpt::named_checkpoints(dir.path)) expected.push_back(name + ".arrays");
+  std::sort(expected.begin(), expected.end());
+  CHECK(ckpt::files_in_but_events(dir.path) == expected);
+  CHECK(runhooks::read_checkpoint_state(dir.path)->scores.size() == 2);
+}
+
 TEST_CASE("SIGTERM mid-run: exit 0, every end() ran, the final checkpoint is the last step") {
   TempDir dir;
   for (const bool async : {false, true}) {

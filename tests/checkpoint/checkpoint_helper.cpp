@@ -3,7 +3,7 @@
 //
 //   checkpoint_helper --checkpoint-dir DIR --steps N [--save-steps K] [--async] [--extra N]
 //                     [--step-us U] [--fsize-limit BYTES [--fsize-limit-at-step S]]
-//                     [--start-fresh]
+//                     [--start-fresh] [--best K]
 //   checkpoint_helper --print-state DIR
 //
 // --print-state prints what runhooks reads from DIR's state file: "model_checkpoint_path P",
@@ -16,7 +16,9 @@
 // past it fails with EFBIG) at the start, or once a save at step S or later is durable.
 // --start-fresh sets ChiefSessionOptions::start_fresh: the first backend starts at step 0 whatever
 // DIR holds (tests/checkpoint/checkpoint_tf_directories.py: a directory whose latest checkpoint
-// is TensorFlow's, which the demo backend cannot read).
+// is TensorFlow's, which the demo backend cannot read). --best K adds a BestCheckpointHook on the
+// demo's Loss, checked every second step, keeping the best K besides the latest 3 (without it
+// the hook is there, linked, and never fetches).
 // Writes one line per event to stdout, each in one write(2): "resumed S" once the session is
 // created, "saved S" once a save is durable, "end checkpoint S" and "end reporter S" from the
 // end() of the hooks, "finished S" and "signal NAME" at the end. Exit status 0; 2 for bad usage;
@@ -27,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <random>
 #include <string>
 #include <string_view>
@@ -35,11 +38,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <runhooks/checkpoint/best_checkpoint_hook.hpp>
 #include <runhooks/checkpoint/checkpoint_saver_hook.hpp>
 #include <runhooks/checkpoint/checkpoint_state.hpp>
 #include <runhooks/checkpoint/chief_session_creator.hpp>
 #include <runhooks/hooks/signal_stop_hook.hpp>
 #include <runhooks/hooks/stop_at_step_hook.hpp>
+#include <runhooks/link_hooks.hpp>
 #include <runhooks/monitored_session.hpp>
 
 #include "logistic_regression.hpp"
@@ -114,7 +119,7 @@ int main(int argc, char** argv) {
   std::string dir;
   std::int64_t steps = -1, save_steps = 3, step_us = 0, limit_at_step = -1;
   std::size_t extra = 0;
-  std::int64_t fsize_limit = -1;
+  std::int64_t fsize_limit = -1, best = -1;
   bool async = false, start_fresh = false;
   if (argc == 3 && std::string_view(argv[1]) == "--print-state") {
     try {
@@ -144,6 +149,7 @@ int main(int argc, char** argv) {
     else if (arg == "--save-steps") save_steps = std::stoll(value());
     else if (arg == "--async") async = true;
     else if (arg == "--start-fresh") start_fresh = true;
+    else if (arg == "--best") best = std::stoll(value());
     else if (arg == "--extra") extra = std::stoul(value());
     else if (arg == "--step-us") step_us = std::stoll(value());
     else if (arg == "--fsize-limit") fsize_limit = std::stoll(value());
@@ -160,6 +166,9 @@ int main(int argc, char** argv) {
                                       {.checkpoint_dir = dir, .start_fresh = start_fresh}),
         runhooks::StopAtStepHook({.last_step = steps}),
         runhooks::SignalStopHook{},
+        runhooks::BestCheckpointHook<demo::Loss>(
+            {.save_top_k = best < 0 ? 0 : best,
+             .every_n_iter = best < 0 ? std::numeric_limits<std::int64_t>::max() : 2}),
         runhooks::CheckpointSaverHook({.checkpoint_dir = dir,
                                        .save_steps = save_steps,
                                        .max_to_keep = 3,
@@ -168,6 +177,7 @@ int main(int argc, char** argv) {
         Reporter{.step_us = step_us,
                  .limit_at_step = limit_at_step,
                  .limit_bytes = static_cast<std::uint64_t>(fsize_limit < 0 ? 0 : fsize_limit)}};
+    runhooks::link_hooks(session);
     say("resumed " + std::to_string(session.raw_session().global_step()));
     while (!session.should_stop()) session.run();
     session.close();
