@@ -61,7 +61,11 @@ namespace runhooks {
 //   5. the other hooks;
 //   6. SignalStopHook (SIGINT, SIGTERM), unless stop_on_signals is false.
 // 1 to 4 run on the chief only. The backend is restored from the latest checkpoint of
-// checkpoint_dir on creation and on every recovery (TrainingSessionCreator). TensorFlow's
+// checkpoint_dir on creation and on every recovery (TrainingSessionCreator), and with it the
+// states of the other hooks that have one (StatefulHook: EarlyStoppingHook, SpikeHook, ...),
+// which every checkpoint carries: when there is such a hook, the saver (4) comes after the other
+// hooks (5), so that it saves their states of the step it saves (runhooks; TensorFlow's order
+// otherwise). TensorFlow's
 // defaults: a checkpoint every 600 s, summaries every 100 steps, the step rate every 100 steps.
 //
 // Costs: with Role::runtime each point of a chief-only or default hook tests one flag (on a
@@ -132,7 +136,7 @@ auto make_training_session(const TrainingSessionOptions& options, Factory factor
     }
   }();
 
-  // 2-4. The default hooks of a chief.
+  // 2-3. The default hooks of a chief, but its checkpoint saver.
   auto defaults = [&] {
     if constexpr (R == Role::worker) {
       return std::tuple<>();
@@ -158,23 +162,24 @@ auto make_training_session(const TrainingSessionOptions& options, Factory factor
           return std::tuple<>();
         }
       }();
-      auto checkpoints = [&] {
-        if constexpr (Checkpointable<Backend>) {
-          const std::string dir = r.checkpoint_dir.string();
-          return std::tuple(detail::conditional<CheckpointSaverHook<C>>(r.checkpoints, [&] {
-            return CheckpointSaverHook<C>(
-                CheckpointSaverOptions{
-                    .checkpoint_dir = dir,
-                    .save_steps = r.checkpoint_steps,
-                    .save_secs = r.checkpoint_steps ? std::nullopt : r.checkpoint_secs},
-                clock);
-          }));
-        } else {
-          return std::tuple<>();
-        }
-      }();
-      return std::tuple_cat(std::tuple(std::move(counter)), std::move(summaries),
-                            std::move(checkpoints));
+      return std::tuple_cat(std::tuple(std::move(counter)), std::move(summaries));
+    }
+  }();
+
+  // 4. The checkpoint saver of a chief.
+  auto checkpoints = [&] {
+    if constexpr (R == Role::worker || !Checkpointable<Backend>) {
+      return std::tuple<>();
+    } else {
+      const std::string dir = r.checkpoint_dir.string();
+      return std::tuple(detail::conditional<CheckpointSaverHook<C>>(r.checkpoints, [&] {
+        return CheckpointSaverHook<C>(
+            CheckpointSaverOptions{.checkpoint_dir = dir,
+                                   .save_steps = r.checkpoint_steps,
+                                   .save_secs = r.checkpoint_steps ? std::nullopt
+                                                                   : r.checkpoint_secs},
+            clock);
+      }));
     }
   }();
 
@@ -184,21 +189,35 @@ auto make_training_session(const TrainingSessionOptions& options, Factory factor
                                                                 [] { return SignalStopHook(); }));
 
   // Where the default hooks are, for the session's step_counter(), summary_saver() and
-  // checkpoint_saver().
+  // checkpoint_saver(). With a stateful hook among the others (StatefulHook: EarlyStoppingHook,
+  // SpikeHook, ...), the checkpoint saver follows them, so that it saves their states of the
+  // step it saves (hook_state.hpp).
   constexpr std::size_t chief_count = std::tuple_size_v<decltype(chief_hooks)>;
+  constexpr std::size_t default_count = std::tuple_size_v<decltype(defaults)>;
+  constexpr std::size_t other_count = std::tuple_size_v<decltype(others)>;
   constexpr bool has_defaults = R != Role::worker;
+  constexpr bool saver_last = []<class... Hs>(std::tuple<Hs...>*) {
+    return (... || StatefulHook<detail::unwrap_hook_t<Hs>>);
+  }(static_cast<decltype(others)*>(nullptr));
   using Layout = detail::DefaultHookLayout<
       C, SummarySaver, has_defaults ? chief_count : detail::no_hook,
       has_defaults && has_summary_keys ? chief_count + 1 : detail::no_hook,
-      has_defaults && Checkpointable<Backend> ? chief_count + 1 + (has_summary_keys ? 1 : 0)
-                                              : detail::no_hook>;
+      has_defaults && Checkpointable<Backend>
+          ? chief_count + default_count + (saver_last ? other_count : 0)
+          : detail::no_hook>;
 
   TrainingSessionCreator<Factory> creator(std::move(factory), r.checkpoint_dir, is_chief,
                                           options.max_wait_secs);
+  auto all = [&] {
+    if constexpr (saver_last)
+      return std::tuple_cat(std::move(chief_hooks), std::move(defaults), std::move(others),
+                            std::move(checkpoints), std::move(signals));
+    else
+      return std::tuple_cat(std::move(chief_hooks), std::move(defaults), std::move(checkpoints),
+                            std::move(others), std::move(signals));
+  }();
   return detail::make_monitored_training_session<Layout>(
-      options.stop_grace_period_secs, std::move(creator),
-      std::tuple_cat(std::move(chief_hooks), std::move(defaults), std::move(others),
-                     std::move(signals)));
+      options.stop_grace_period_secs, std::move(creator), std::move(all));
 }
 
 // A second argument that is no backend factory: said here, since the catch-all below, the only

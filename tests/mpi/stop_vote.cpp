@@ -6,6 +6,9 @@
 // same step (StopAtStepHook), a direct or coordinator stop on one rank of asynchronous workers,
 // a real signal (SignalStopHook in MpiVoted), MpiChiefOnly, options that differ between ranks, and bad options.
 // And max_overhead: votes of a slow engine are spaced to stay about that fraction of the stepping.
+// And the guards of issue 27: TimeLimitHook, where the chief's clock decides (its budget spent
+// during the run or already at creation; the other ranks' clocks never count), and SpikeHook,
+// where any rank's spike stops every rank at the same step.
 
 #include <runhooks/mpi/mpi_chief_only.hpp>
 #include <runhooks/mpi/mpi_collective.hpp>
@@ -14,8 +17,11 @@
 
 #include <runhooks/coordinator.hpp>
 #include <runhooks/hooks/signal_stop_hook.hpp>
+#include <runhooks/hooks/spike_hook.hpp>
 #include <runhooks/hooks/stop_at_step_hook.hpp>
+#include <runhooks/hooks/time_limit_hook.hpp>
 #include <runhooks/log.hpp>
+#include <runhooks/manual_clock.hpp>
 #include <runhooks/monitored_session.hpp>
 #include <runhooks/session_run_args.hpp>
 
@@ -24,6 +30,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -48,6 +55,31 @@ struct LockstepBackend {
   }
   std::int64_t global_step() const { return step; }
 };
+
+struct Loss : runhooks::Key<double> {
+  static constexpr std::string_view name = "loss";
+};
+int spike_rank = -1;          // the rank whose loss spikes,
+std::int64_t spike_step = -1;  // at this step
+
+// LockstepBackend with a loss: 1, but 50 on spike_rank at spike_step.
+struct SpikyLockstepBackend : LockstepBackend {
+  double fetch(Loss) const { return world_rank() == spike_rank && step == spike_step ? 50.0 : 1.0; }
+};
+
+// Advances this rank's manual clock after each step.
+struct Tick {
+  runhooks::ManualClock clock;
+  double secs;
+  template <class Ctx, class Values>
+  void after_run(Ctx&, const Values&) {
+    clock.advance(secs);
+  }
+};
+
+using ManualTimeLimit = runhooks::TimeLimitHook<runhooks::ManualClock>;
+static_assert(runhooks::StatefulHook<runhooks::MpiChiefOnly<runhooks::MpiVoted<ManualTimeLimit>>>,
+              "the chief's checkpoint carries the wrapped timer's state");
 
 // Asynchronous workers: no collective in the step.
 struct AsyncBackend {
@@ -317,6 +349,62 @@ int main(int argc, char** argv) {
                   static_cast<long long>(vote.rounds()), SlowCollective::voting.count() * 1e3,
                   elapsed.count() * 1e3, 100.0 * SlowCollective::voting.count() / elapsed.count(),
                   static_cast<long long>(vote.interval()));
+  }
+
+  {  // TimeLimitHook: the chief's clock decides. Rank 0's clock runs 1 s per step, the others'
+     // 100 s, with budgets already spent: only the chief's counts, and every rank stops at the
+     // first vote step (every 7) after its 30 s, step 35.
+    runhooks::ManualClock clock;
+    ManualTimeLimit timer({.max_secs = 30.0, .resolution_secs = 1e-9}, clock);
+    if (world_rank() != 0) timer.restore({1000.0});
+    const Outcome outcome = run<LockstepBackend>(
+        {.every_n_steps = 7}, Tick{clock, world_rank() == 0 ? 1.0 : 100.0},
+        runhooks::MpiChiefOnly(runhooks::MpiVoted(std::ref(timer))));
+    MPI_CHECK(outcome.steps == 35);
+    MPI_CHECK(same_on_all_ranks(outcome.rounds));
+    MPI_CHECK(all_true(outcome.agreed));
+    MPI_CHECK(timer.stopped() == (world_rank() == 0));
+    report("TimeLimitHook: the chief's 30 s, votes every 7 steps", outcome);
+  }
+  {  // The chief's restored budget is spent at creation: its vote, not a stop of the chief alone
+     // before its first step (the others would wait for it in their first step's allreduce);
+     // every rank stops after the first vote step.
+    runhooks::ManualClock clock;
+    ManualTimeLimit timer({.max_secs = 30.0}, clock);
+    if (world_rank() == 0) timer.restore({40.0});
+    const Outcome outcome = run<LockstepBackend>(
+        {.every_n_steps = 3}, runhooks::MpiChiefOnly(runhooks::MpiVoted(std::ref(timer))));
+    MPI_CHECK(outcome.steps == 3);
+    MPI_CHECK(same_on_all_ranks(outcome.rounds));
+    MPI_CHECK(all_true(outcome.agreed));
+    report("TimeLimitHook: the chief's budget spent at creation", outcome);
+  }
+  for (const std::int64_t every : {std::int64_t{1}, std::int64_t{5}}) {
+    // SpikeHook: the loss spikes on the last rank alone, at step 17; every rank stops at the
+    // vote step that follows (17 with a vote after every step, 20 every 5).
+    spike_rank = size - 1;
+    spike_step = 17;
+    runhooks::SpikeHook<Loss> spike({.on_spike = runhooks::SpikeAction::stop});
+    const Outcome outcome = run<SpikyLockstepBackend>(
+        {.every_n_steps = every}, runhooks::MpiVoted(std::ref(spike)));
+    MPI_CHECK(outcome.steps == round_up(17, every));
+    MPI_CHECK(same_on_all_ranks(outcome.rounds));
+    MPI_CHECK(all_true(outcome.agreed));
+    MPI_CHECK(spike.bad_steps().size() == (world_rank() == size - 1 ? 2u : 0u));
+    report(("SpikeHook: a spike on the last rank at step 17, votes every " +
+            std::to_string(every))
+               .c_str(),
+           outcome);
+  }
+  {  // A rollback would be one rank's: MpiVoted refuses it when made.
+    std::string message;
+    try {
+      runhooks::MpiVoted voted(runhooks::SpikeHook<Loss>({.on_spike = runhooks::SpikeAction::rollback}));
+    } catch (const std::invalid_argument& e) {
+      message = e.what();
+    }
+    MPI_CHECK(message.find("SpikeOptions::on_spike = rollback would roll back one rank alone") !=
+              std::string::npos);
   }
 
   {  // Bad options name the option and the value.

@@ -2,8 +2,8 @@
 // tf-semantics.md §3) with its numbers, TensorFlow's hook order and defaults (§1.10), the
 // chief/worker roles at run time and at compile time, the restore on creation and recovery, the
 // doc/code mismatch (both secs and steps) as an error, SignalStopHook on by default, the clock
-// of the timed default hooks (save_checkpoint_secs on a ManualClock), and the default hooks
-// read back from the session.
+// of the timed default hooks (save_checkpoint_secs on a ManualClock), the default hooks
+// read back from the session, and the states of the user's stateful hooks in its checkpoints.
 
 #include <runhooks/checkpoint/checkpoint_state.hpp>
 #include <runhooks/error.hpp>
@@ -75,6 +75,26 @@ int event_files_in(const fs::path& dir) {
 }
 
 // TF's `with MonitoredTrainingSession(checkpoint_dir=logdir) as session: session.run(gstep)`.
+// A hook with state (StatefulHook): the runs it saw.
+struct RunCounter {
+  struct State {
+    std::int64_t runs;
+  };
+  std::int64_t runs = 0;
+  std::vector<std::int64_t> restored;  // every state restored, in order
+  template <class Ctx, class Values>
+  void after_run(Ctx&, const Values&) {
+    ++runs;
+  }
+  static std::string state_name() { return "RunCounter"; }
+  State state() const { return {runs}; }
+  void restore(const State& s) {
+    runs = s.runs;
+    restored.push_back(s.runs);
+  }
+};
+static_assert(runhooks::StatefulHook<RunCounter>);
+
 std::int64_t restart_reads(const fs::path& dir) {
   auto session = make_training_session({.checkpoint_dir = dir.c_str(), .stop_on_signals = false},
                                        factory());
@@ -611,4 +631,48 @@ TEST_CASE("make_training_session: the default hooks, and their settings, read ba
   CHECK(worker.checkpoint_saver() == nullptr);
   CHECK(worker.step_counter() == nullptr);
   CHECK(worker.summary_saver() == nullptr);
+}
+
+TEST_CASE("make_training_session: the user's stateful hooks are saved with every checkpoint and restored on start and recovery") {
+  fakes::LogCapture capture;
+  const ckpt::TempDir dir;
+  const std::string logdir = dir.path.string();
+  bool lost = false;
+  {
+    auto session = make_training_session(
+        {.checkpoint_dir = logdir, .save_checkpoint_steps = 2, .stop_on_signals = false},
+        factory(), RunCounter{}, runhooks::on_before_run([&](auto& ctx) {
+          if (!lost && ctx.session().step == 5) {
+            lost = true;
+            throw runhooks::AbortedError("lost");
+          }
+        }));
+    // The saver follows the stateful hook: hooks 0 (step counter), 1 (RunCounter), 2 (the
+    // lambda), 3 (the saver), 4 (SignalStopHook, off).
+    CHECK(session.checkpoint_saver() == session.hook<3>().get());
+    RunCounter& counter = *session.find_hook<RunCounter>();
+    for (int i = 0; i < 5; ++i) do_step(session);  // checkpoints at 0, 2, 4
+    CHECK(ckpt::read_text(logdir + "/model.ckpt-4.hooks") ==
+          "runhooks-hook-states 1\nRunCounter 1 4\nend\n");
+    CHECK(counter.restored.empty());  // nothing to restore on the first start
+    CHECK(do_step(session) == 5);     // lost at 5: the checkpoint of step 4, with its state
+    CHECK(counter.restored == std::vector<std::int64_t>{4});
+    CHECK(counter.runs == 5);
+    do_step(session);
+    session.close();  // the final checkpoint: step 6, 6 runs
+  }
+  CHECK(ckpt::read_text(logdir + "/model.ckpt-6.hooks") ==
+        "runhooks-hook-states 1\nRunCounter 1 6\nend\n");
+  {
+    auto session = make_training_session({.checkpoint_dir = logdir, .stop_on_signals = false},
+                                         factory(), RunCounter{});
+    CHECK(session.find_hook<RunCounter>()->restored == std::vector<std::int64_t>{6});
+    CHECK(read_gstep(session) == 6);
+  }
+  // A session without the hook refuses the file that holds its state, naming both.
+  CHECK_THROWS_WITH_AS(make_training_session({.checkpoint_dir = logdir, .stop_on_signals = false},
+                                             factory()),
+                       doctest::Contains("it holds the state of hook 'RunCounter', which this "
+                                         "session does not have"),
+                       runhooks::CheckpointError);
 }

@@ -4,11 +4,13 @@
 
 #include <runhooks/detail/config.hpp>
 
+#include <string>
 #include <utility>
 
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/forwarding_hook.hpp>
 #include <runhooks/distributed/collective.hpp>
+#include <runhooks/hook_state.hpp>
 
 namespace runhooks {
 
@@ -19,8 +21,28 @@ namespace detail {
 // names it (forwarding_hook's disabled_request).
 template <class Derived, class Hook>
 class chief_only_base : public forwarding_hook<Derived, unwrap_hook_t<Hook>> {
+  using inner_type = unwrap_hook_t<Hook>;
+
  public:
   chief_only_base(Hook hook, bool is_chief) : hook_(std::move(hook)), chief_(is_chief) {}
+
+  // StatefulHook, as the wrapped hook is one (hook_state.hpp): the chief's checkpoint carries
+  // its state (the other ranks' is that of a hook never called).
+  static std::string state_name()
+    requires StatefulHook<inner_type>
+  {
+    return inner_type::state_name();
+  }
+  auto state() const
+    requires StatefulHook<inner_type>
+  {
+    return unwrap(const_cast<Hook&>(hook_)).state();
+  }
+  template <class State>
+    requires StatefulHook<inner_type> && requires(inner_type& h, const State& s) { h.restore(s); }
+  void restore(const State& state) {
+    inner().restore(state);
+  }
 
   bool is_chief() const noexcept { return chief_; }
 

@@ -22,21 +22,10 @@
 #include <runhooks/detail/checked.hpp>
 #include <runhooks/detail/forwarding_hook.hpp>
 #include <runhooks/distributed/collective.hpp>
+#include <runhooks/distributed/stop_ballot.hpp>
+#include <runhooks/hook_state.hpp>
 
 namespace runhooks {
-
-namespace detail {
-// The process's ballot: set from any thread or a signal handler (a lock-free atomic store is
-// async-signal-safe), read by the vote at its next round. One per process, whatever the engine.
-inline constinit std::atomic<bool> stop_ballot{false};
-static_assert(std::atomic<bool>::is_always_lock_free);
-}  // namespace detail
-
-// Asks every rank to stop, through this process's stop vote: the ranks stop together after the
-// step of its next round. Async-signal-safe; callable from any thread.
-inline void cast_stop_vote() noexcept {
-  detail::stop_ballot.store(true, std::memory_order_relaxed);
-}
 
 struct StopVoteOptions {
   // When the ranks vote: after every every_n_steps-th step, or, with 0, about every every_n_secs
@@ -348,13 +337,38 @@ class VotedRunContext {
 // A hook whose stop requests go to the vote: it sees every hook point as it would unwrapped, but
 // its run_context.request_stop() casts this rank's vote, so that all ranks stop together after
 // the next vote rather than this rank alone now. For stop rules that one rank may trigger on its
-// own (a NaN loss, early stopping on local data, a signal) under a vote that is not after every
-// step. Costs nothing beyond the wrapped hook's own calls. Needs no engine: the vote is the
+// own (a NaN loss, early stopping on local data, a signal, a spike) under a vote that is not after
+// every step. Costs nothing beyond the wrapped hook's own calls. Needs no engine: the vote is the
 // process's one StopVoteHook (or MpiStopVoteHook).
+// When made, it calls the wrapped hook's voted(), if it has one: the hook then sends the stops it
+// would ask for outside a run context to the vote too (TimeLimitHook's budget spent at creation),
+// or refuses an action that one rank cannot take alone (SpikeHook's rollback). A hook with state
+// (StatefulHook) keeps it: the checkpoint carries it under the hook's own name.
 template <class Hook>
 class Voted : public detail::forwarding_hook<Voted<Hook>, detail::unwrap_hook_t<Hook>> {
+  using inner_type = detail::unwrap_hook_t<Hook>;
+
  public:
-  explicit Voted(Hook hook) : hook_(std::move(hook)) {}
+  explicit Voted(Hook hook) : hook_(std::move(hook)) {
+    if constexpr (requires(inner_type& h) { h.voted(); }) inner().voted();
+  }
+
+  // StatefulHook, as the wrapped hook is one (hook_state.hpp).
+  static std::string state_name()
+    requires StatefulHook<inner_type>
+  {
+    return inner_type::state_name();
+  }
+  auto state() const
+    requires StatefulHook<inner_type>
+  {
+    return detail::unwrap(const_cast<Hook&>(hook_)).state();
+  }
+  template <class State>
+    requires StatefulHook<inner_type> && requires(inner_type& h, const State& s) { h.restore(s); }
+  void restore(const State& state) {
+    inner().restore(state);
+  }
 
   detail::unwrap_hook_t<Hook>& inner() noexcept { return detail::unwrap(hook_); }
   static constexpr bool forwarding() noexcept { return true; }

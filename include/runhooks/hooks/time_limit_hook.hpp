@@ -18,6 +18,7 @@
 #include <runhooks/detail/checked.hpp>
 #include <runhooks/detail/no_constructor_fits.hpp>
 #include <runhooks/detail/periodic_trigger.hpp>
+#include <runhooks/distributed/stop_ballot.hpp>
 #include <runhooks/log.hpp>
 #include <runhooks/session_run_context.hpp>
 
@@ -103,8 +104,15 @@ struct TimeLimitState {
 // decrement and compare of its own count on a backend without a global step). A recovery keeps
 // the clock running.
 // end() adds the session's time to the hook's, so a hook used for several sessions counts them
-// all, as Lightning's offset does. Many processes: the chief's clock decides (wrap the hook so
-// that only the chief runs it and its stop is voted; see docs/distributed.md).
+// all, as Lightning's offset does.
+// Many processes: the chief's clock decides. Wrap the hook so that only the chief runs it and its
+// stops are voted, with the vote last on every rank:
+//   MpiChiefOnly(MpiVoted(TimeLimitHook({.max_secs = 3600})))   (ChiefOnly(Voted(...), c))
+//   ...                                                          MpiStopVoteHook(...)
+// Every rank stops after the same vote step once the chief's clock says so; no other rank reads
+// its clock. Voted calls voted(): a budget spent at creation then casts the chief's vote instead
+// of stopping it alone before its first step, and every rank stops after the first vote step.
+// The chief's checkpoint carries the elapsed time (the wrappers are StatefulHooks too).
 template <Clock C = SteadyClock>
 class TimeLimitHook {
  public:
@@ -135,8 +143,13 @@ class TimeLimitHook {
     }
     if (spent(elapsed())) {
       stopped_ = true;
-      log(Severity::info, message(elapsed(), "before the first step"));
-      coord.request_stop();
+      if (voted_) {
+        log(Severity::info, message(elapsed(), "every rank after the first vote"));
+        cast_stop_vote();
+      } else {
+        log(Severity::info, message(elapsed(), "before the first step"));
+        coord.request_stop();
+      }
     }
   }
 
@@ -184,6 +197,10 @@ class TimeLimitHook {
   }
 
   C& clock() noexcept { return clock_; }
+
+  // Called by Voted (MpiVoted) when it wraps the hook: a budget spent at creation casts this
+  // rank's stop vote (cast_stop_vote()) rather than stopping this rank alone.
+  void voted() noexcept { voted_ = true; }
 
  private:
   bool spent(double secs) const noexcept {
@@ -238,6 +255,7 @@ class TimeLimitHook {
   double offset_ = 0.0;
   bool started_ = false;
   bool stopped_ = false;
+  bool voted_ = false;
   detail::ClockSampler sampler_;
   std::int64_t stride_ = 1;  // runs between the last sample and the next
   std::int64_t runs_ = 0;    // the count at the last sample

@@ -15,13 +15,15 @@
 
 namespace runhooks {
 
-// A hook that saves the session's hook states with its checkpoints (CheckpointSaverHook).
+// A hook that saves the session's hook states with its checkpoints (CheckpointSaverHook, and
+// make_training_session's Conditional holding one).
 template <class H>
 concept TakesHookStates = requires(H& hook, HookStateAccess access) {
   hook.attach_hook_states(access);
 };
 
-// A session creator that restores them with its backend (ChiefSessionCreator).
+// A session creator that restores them with its backend (ChiefSessionCreator,
+// TrainingSessionCreator).
 template <class Creator>
 concept RestoresHookStates = requires(Creator& creator, HookStateAccess access) {
   creator.restore_hook_states(access);

@@ -12,6 +12,8 @@
 
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/forwarding_hook.hpp>
+#include <runhooks/hook_state.hpp>
+#include <runhooks/session/hook_states.hpp>
 #include <runhooks/training_session/options.hpp>
 
 namespace runhooks {
@@ -56,6 +58,14 @@ class Conditional : public detail::forwarding_hook<Conditional<Hook>, detail::un
   void link(const Hooks&... hooks) {
     if constexpr (requires(detail::unwrap_hook_t<Hook>& h) { h.link(hooks...); })
       if (hook_) inner().link(hooks...);
+  }
+
+  // A checkpoint saver (TakesHookStates) stays one: the session gives it the states of its
+  // stateful hooks (session/hook_states.hpp), which it saves when it is on.
+  void attach_hook_states(HookStateAccess access) noexcept
+    requires TakesHookStates<detail::unwrap_hook_t<Hook>>
+  {
+    if (hook_) inner().attach_hook_states(access);
   }
 
   // A StopSource (SignalStopHook) stays one when it is on: the session asks it while it creates

@@ -5,6 +5,7 @@
 #include <runhooks/detail/config.hpp>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -16,6 +17,7 @@
 #include <runhooks/detail/checked.hpp>
 #include <runhooks/detail/sleep.hpp>
 #include <runhooks/error.hpp>
+#include <runhooks/hook_state.hpp>
 #include <runhooks/hooks/signal_stop_hook.hpp>
 #include <runhooks/log.hpp>
 #include <runhooks/session_creator.hpp>
@@ -49,6 +51,20 @@ class TrainingSessionCreator {
     } else {
       (void)backend;
     }
+  }
+
+  // The session's stateful hooks take the states saved with the checkpoint the backend was
+  // restored from (ChiefSessionCreator::restore_hook_states), on start and on every recovery.
+  void restore_hook_states(const HookStateAccess& access)
+    requires Checkpointable<backend_type>
+  {
+    inner_.restore_hook_states(access);
+  }
+  // The checkpoint the newest backend was restored from, if any (a rollback needs one).
+  const std::optional<std::filesystem::path>& restored_from() const noexcept
+    requires Checkpointable<backend_type>
+  {
+    return inner_.restored_from();
   }
 
   const RetryForever& policy() const noexcept { return policy_; }
