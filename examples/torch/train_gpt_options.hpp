@@ -123,6 +123,13 @@ inline double number(std::string_view name, std::string_view text, double min, d
   return value;
 }
 
+// A number as %g writes it (0.001, 1e-05).
+inline std::string shortest(double x) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%g", x);
+  return buffer;
+}
+
 inline Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -184,8 +191,7 @@ inline Options parse(int argc, char** argv) {
     usage_error("--embd must be a multiple of --heads (" + std::to_string(o.model.n_head) +
                 "), got '" + std::to_string(o.model.n_embd) + "'");
   if (o.min_lr > o.lr)
-    usage_error("--min-lr must be at most --lr (" + std::to_string(o.lr) + "), got '" +
-                std::to_string(o.min_lr) + "'");
+    usage_error("--min-lr must be at most --lr (" + shortest(o.lr) + "), got '" + shortest(o.min_lr) + "'");
   if (o.lr_decay_steps <= o.warmup_steps)
     usage_error("--lr-decay-steps must be greater than --warmup-steps (" +
                 std::to_string(o.warmup_steps) + "), got '" + std::to_string(o.lr_decay_steps) + "'");
