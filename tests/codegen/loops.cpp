@@ -21,6 +21,7 @@
 #include <runhooks/checkpoint/saver/exception_checkpoint_hook.hpp>
 #include <runhooks/coordinator.hpp>
 #include <runhooks/hooks/early_stopping_hook.hpp>
+#include <runhooks/hooks/evaluation_hook.hpp>
 #include <runhooks/hooks/final_ops_hook.hpp>
 #include <runhooks/hooks/learning_rate_monitor_hook.hpp>
 #include <runhooks/hooks/learning_rate_schedule_hook.hpp>
@@ -374,6 +375,30 @@ extern "C" {
   while (!session.should_stop()) session.run();
 }
 
+// Issue 27, item 1: an EvaluationHook between evaluations, and one feeding EarlyStoppingHook the
+// key it produces (the consumer's fetch is filled from the producer, not the backend).
+struct ValLoss : runhooks::Key<double> {};
+struct Evaluate {
+  runhooks::KeyValues<ValLoss> operator()(HookBackend& backend) const {
+    return runhooks::KeyValues<ValLoss>(static_cast<double>(backend.step));
+  }
+};
+
+[[gnu::noinline]] void session_stop_evaluation(std::int64_t last_step) {
+  MonitoredSession session{HookBackend{}, stop_at(last_step),
+                           runhooks::EvaluationHook{runhooks::keys<ValLoss>, Evaluate{},
+                                                    {.every_n_steps = never, .log = false}}};
+  while (!session.should_stop()) session.run();
+}
+
+[[gnu::noinline]] void session_stop_evaluation_early_stopping(std::int64_t last_step) {
+  MonitoredSession session{HookBackend{}, stop_at(last_step),
+                           runhooks::EvaluationHook{runhooks::keys<ValLoss>, Evaluate{},
+                                                    {.every_n_steps = never, .log = false}},
+                           runhooks::EarlyStoppingHook<ValLoss>()};
+  while (!session.should_stop()) session.run();
+}
+
 [[gnu::noinline]] void session_stop_lr_schedule(std::int64_t last_step) {
   MonitoredSession session{RateBackend{}, stop_at(last_step),
                            runhooks::LearningRateScheduleHook{[](std::int64_t) { return 0.1; },
@@ -489,6 +514,8 @@ constexpr Loop loops[] = {
     {"session_stop_early_stopping", session_stop_early_stopping},
     {"session_stop_early_stopping_lightning", session_stop_early_stopping_lightning},
     {"session_stop_reduce_lr", session_stop_reduce_lr},
+    {"session_stop_evaluation", session_stop_evaluation},
+    {"session_stop_evaluation_early_stopping", session_stop_evaluation_early_stopping},
     {"session_stop_lr_schedule", session_stop_lr_schedule},
     {"session_stop_lr_monitor", session_stop_lr_monitor},
     {"session_stop_throughput", session_stop_throughput},

@@ -131,8 +131,8 @@ class EvaluationHook;
 // NaN and infinite metrics are logged and written as they are. An evaluator that throws
 // propagates like any hook's exception (the session's recovery rules apply; nothing is logged
 // or written for that evaluation).
-// Per silent step: one compare of the step with the next that could trigger, one test of the
-// run's stop flag (with at_end), and one test of whether the previous step produced values.
+// Per silent step: one compare of the step with the next that could trigger, and one test of the
+// run's stop flag.
 //
 // Differs from TensorFlow: TensorFlow evaluates in end() even right after an evaluation, and
 // counts local iterations where this hook counts global steps when the backend has one;
@@ -190,20 +190,17 @@ class EvaluationHook {
       trigger_.fire(step);
   }
 
+  // Per silent step: the step against the trigger's next check, and the run's stop flag.
   template <class Ctx, class Values>
   void after_run(Ctx& run_context, const Values&) {
-    if (produced_now_) [[unlikely]]
-      clear_produced();
     using Backend = std::remove_cvref_t<decltype(run_context.session())>;
     std::int64_t step = 0;
     if constexpr (HasGlobalStep<Backend>)
       step = detail::global_step_of(run_context);
     else
       step = ++runs_;
-    if (trigger_.due(step) || (options_.at_end && stop_requested(run_context))) [[unlikely]] {
-      evaluate(run_context.session(), step);
-      produce();
-    }
+    if (step >= trigger_.next_check() || stop_requested(run_context)) [[unlikely]]
+      check(run_context.session(), step, stop_requested(run_context));
   }
 
   template <class Backend>
@@ -249,6 +246,18 @@ class EvaluationHook {
       return runs_;
   }
 
+  // The rare path: values produced at the previous step cleared (produce() made this step take
+  // it), then an evaluation if the trigger fires or a hook before this one asked to stop. Takes
+  // values, not the run context, so that the context need not live in memory on other steps.
+  template <class Backend>
+  [[gnu::noinline]] void check(Backend& backend, std::int64_t step, bool stop) {
+    if (produced_now_) clear_produced();
+    if (trigger_.due(step) || (options_.at_end && stop)) {
+      evaluate(backend, step);
+      produce();
+    }
+  }
+
   template <class Backend>
   [[gnu::noinline]] void evaluate(Backend& backend, std::int64_t step) {
     static_assert(detail::check_evaluator<Evaluator, Backend, values_type>::value);
@@ -285,9 +294,12 @@ class EvaluationHook {
     });
   }
 
+  // The values stay produced for this step only: the next step takes the rare path, which
+  // clears them (the trigger asks its timer again then, which refuses the step at once).
   void produce() {
     produce_each(std::index_sequence_for<Ks...>{});
     produced_now_ = true;
+    trigger_.recheck();
   }
   template <std::size_t... I>
   void produce_each(std::index_sequence<I...>) {

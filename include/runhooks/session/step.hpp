@@ -255,9 +255,12 @@ class SessionStep {
         using K = typename Item::key_type;
         constexpr std::size_t producer = producer_of<K, I>;
         if constexpr (producer != detail::npos) {
-          if (item.enabled)
-            hook_values.template slot<K>() =
+          if (item.enabled) {
+            const auto& value =
                 detail::unwrap(boost::hana::at_c<producer>(self().hooks_)).produced(K{});
+            if (value.has_value()) [[unlikely]]
+              hook_values.template slot<K>() = value;
+          }
         }
       }
     });
