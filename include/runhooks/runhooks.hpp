@@ -8,6 +8,7 @@
 #include <runhooks/manual_clock.hpp>
 #include <runhooks/hooks/global_step_waiter_hook.hpp>
 #include <runhooks/hooks/early_stopping_hook.hpp>
+#include <runhooks/hooks/evaluation_hook.hpp>
 #include <runhooks/hooks/learning_rate.hpp>
 #include <runhooks/hooks/learning_rate_monitor_hook.hpp>
 #include <runhooks/hooks/learning_rate_schedule_hook.hpp>
