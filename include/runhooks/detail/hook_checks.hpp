@@ -214,7 +214,7 @@ struct producers_of<K, Tuple<Hooks...>> {
     return npos;
   }
   template <std::size_t J>
-  using hook = unwrap_hook_t<typename type_at<J, Hooks...>::type>;
+  using hook = unwrap_hook_t<typename type_at<J, Hooks..., void>::type>;  // void: no hooks
 };
 
 // The caller's keys: each one the backend offers (a key that only a hook produces is not the
