@@ -9,6 +9,7 @@
 #include <runhooks/checkpoint/checkpointable.hpp>
 #include <runhooks/core.hpp>
 #include <runhooks/hooks/learning_rate.hpp>
+#include <runhooks/torch/distributed/gradient_allreduce.hpp>
 
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/activation.h>
@@ -375,6 +376,39 @@ TEST_CASE("TorchStepBackend: the moving average follows Lightning's EMAWeightAve
                          doctest::Contains("was written without a moving average"), std::runtime_error);
     CHECK(bitwise_equal(copies(params), w.back()));
   }
+}
+
+// Two ranks whose gradients are equal: the sum doubles them, and GradientAllreduce halves it back.
+struct TwoEqualRanks {
+  int size() const { return 2; }
+  void allreduce_sum(torch::Tensor& flat) { flat.mul_(2); }
+};
+
+TEST_CASE("TorchStepBackend: GradientAllreduce runs once per step, after the micro-batches' "
+          "backward passes, on the gradients of the model (buckets as gradient views)") {
+  const Data data = toy_data();
+  const auto make = [&data](auto... sync) {
+    torch::manual_seed(8);
+    torch::nn::Linear model(features, classes);
+    std::int64_t next = 0;
+    auto step = [&data, next](torch::nn::Linear& m) mutable {
+      const torch::Tensor x = data.x.narrow(0, next * 8 % rows, 8), y = data.y.narrow(0, next * 8 % rows, 8);
+      ++next;
+      return torch::nn::functional::cross_entropy(m->forward(x), y);
+    };
+    return runhooks::TorchStepBackend{
+        model, std::make_shared<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.5).momentum(0.9)),
+        step, sync..., runhooks::TorchStepOptions{.clip_grad_norm = 0.1, .accumulation_steps = 2}};
+  };
+  auto alone = make();
+  auto synced = make(runhooks::GradientAllreduce<TwoEqualRanks>(TwoEqualRanks{}));
+  for (int i = 0; i < 4; ++i) {
+    alone.run();
+    synced.run();
+  }
+  CHECK(synced.gradient_sync().calls() == 4);
+  CHECK(same_bytes(copies(synced.model()->parameters()), copies(alone.model()->parameters())));
+  CHECK(synced.fetch(runhooks::GradientNorm{}) == alone.fetch(runhooks::GradientNorm{}));
 }
 
 TEST_CASE("TorchStepBackend: the learning rate reaches every parameter group and the checkpoint") {

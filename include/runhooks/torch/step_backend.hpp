@@ -112,12 +112,17 @@ class TorchStepBackend {
                 "runhooks::TorchStepBackend: the step function cannot be called with the model: "
                 "write it as [&](Model& model) -> torch::Tensor { ...; return loss; }, where Model "
                 "is the module holder given to the backend");
-  using Output = typename detail::step_result<Step, Model>::type;
-  using OutputTraits = detail::step_output_traits<Output>;
-  static_assert(std::is_void_v<Output> || std::is_same_v<Output, torch::Tensor> ||
-                    OutputTraits::is_output,
+  using Result = typename detail::step_result<Step, Model>::type;  // void when not callable
+  static_assert(std::is_void_v<Result> || std::is_same_v<Result, torch::Tensor> ||
+                    detail::step_output_traits<Result>::is_output,
                 "runhooks::TorchStepBackend: the step function must return the loss, a "
                 "torch::Tensor, or a runhooks::StepOutput<Keys...>{loss, {metrics...}}");
+  // After a failed assertion above, the rest compiles as for a step returning a tensor (and
+  // run() does nothing), so that the assertion is the only error.
+  static constexpr bool step_fits =
+      std::is_same_v<Result, torch::Tensor> || detail::step_output_traits<Result>::is_output;
+  using Output = std::conditional_t<step_fits, Result, torch::Tensor>;
+  using OutputTraits = detail::step_output_traits<Output>;
 
  public:
   TorchStepBackend(Model model, std::shared_ptr<Optimizer> optimizer, Step step,
@@ -139,6 +144,13 @@ class TorchStepBackend {
   }
 
   void run() {
+    if constexpr (step_fits) run_step();
+  }
+
+  std::int64_t global_step() const noexcept { return global_step_; }
+
+ private:
+  void run_step() {
     if constexpr (requires { sync_.zero_grad(*optimizer_); })
       sync_.zero_grad(*optimizer_);
     else
@@ -178,7 +190,7 @@ class TorchStepBackend {
     stepped_ = true;
   }
 
-  std::int64_t global_step() const noexcept { return global_step_; }
+ public:
 
   float fetch(BatchLoss) const {
     if (!stepped_) return std::numeric_limits<float>::quiet_NaN();

@@ -14,6 +14,13 @@
 
 namespace runhooks {
 
+namespace detail {
+template <class K, class... Keys>
+inline constexpr std::size_t step_key_count = (std::size_t{0} + ... + (std::is_same_v<K, Keys> ? 1u : 0u));
+template <class... Keys>
+inline constexpr bool distinct_step_keys = ((step_key_count<Keys, Keys...> == 1) && ...);
+}  // namespace detail
+
 // The loss to back-propagate and one tensor per key, in the order of Keys:
 //
 //   struct TokenAccuracy : runhooks::Key<float> {
@@ -39,6 +46,9 @@ struct StepOutput {
                 "runhooks::StepOutput<Keys...>: a metric key's value type must be float or double "
                 "(derive it from runhooks::Key<float>): the backend averages the metric over "
                 "micro-batches and converts it with .item()");
+
+  static_assert(detail::distinct_step_keys<Keys...>,
+                "runhooks::StepOutput<Keys...>: a key appears twice; name each metric once");
 
   torch::Tensor loss;
   std::array<torch::Tensor, sizeof...(Keys)> metrics;
