@@ -224,6 +224,8 @@ class EvaluationHook {
   const std::optional<Evaluation<Ks...>>& last() const noexcept { return last_; }
   // Evaluations since the hook was made.
   std::int64_t evaluations() const noexcept { return evaluations_; }
+  // The options as given, but output_dir, which the hook does not keep (a view into the
+  // caller's string): eval_dir() holds the directory.
   const EvaluationOptions& options() const noexcept { return options_; }
   // <output_dir>/eval, or empty without an output_dir.
   const std::filesystem::path& eval_dir() const noexcept { return eval_dir_; }
