@@ -20,14 +20,14 @@
 //                        terminal), CheckpointSaverHook every save_every steps, asynchronous
 //
 // --measure: the figures a side-by-side table cannot resolve, the runhooks loop alone:
-//   the hooks' share   the session's time outside the backend's step: the clock read before
-//                      session.run(), by a hook whose before_run is the last one before the
-//                      step, by a hook whose after_run is the first after it, and after run()
-//                      returns; over the steps that do not save, per round the sum outside the
-//                      step over the sum of the steps. The fetch of the loss on summary steps is
+//   the hooks' share   the session's time outside the backend's step: the training thread's
+//                      CPU time read before session.run(), by a hook whose before_run is the
+//                      last one before the step, by a hook whose after_run is the first after
+//                      it, and after run() returns; over the steps that do not save, per round
+//                      the sum outside the step over the sum of the steps. The fetch of the loss on summary steps is
 //                      the backend's (the step), the summary's write the hooks'.
 //   the stall          on the steps that save (every --save-every), CheckpointSaverHook's
-//                      after_run (a clock hook on each side of it): the snapshot of the model and
+//                      after_run, wall time (a clock hook on each side of it): the snapshot of the model and
 //                      the AdamW state into the host tensors the hook keeps; against it, after
 //                      the next step, a memcpy of the same tensors' bytes into a buffer mapped
 //                      before, and the same bytes through one Tensor::copy_ per tensor into host
@@ -318,20 +318,36 @@ int serve() {
 
 // ---- --measure --------------------------------------------------------------------------------
 
-// Reads the clock in its before_run (last hook: just before the step) or its after_run (first
-// hook: just after the step, or around the saver).
+// The training thread's CPU time, ms: the hooks' share is of CPU time, which a loaded machine
+// does not inflate by leaving the thread waiting for a core (the step's wall time would).
+double thread_cpu_ms() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return 1e3 * static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_nsec);
+}
+
+// Reads the clocks in its before_run (last hook: just before the step) or its after_run (first
+// hook: just after the step, or around the saver): the steady clock and the thread's CPU time.
+struct Stamp {
+  Clock::time_point wall{};
+  double cpu = 0.0;
+  void take() {
+    wall = Clock::now();
+    cpu = thread_cpu_ms();
+  }
+};
 struct StampBefore {
-  Clock::time_point* at;
+  Stamp* at;
   template <class Ctx>
   void before_run(Ctx&) {
-    *at = Clock::now();
+    at->take();
   }
 };
 struct StampAfter {
-  Clock::time_point* at;
+  Stamp* at;
   template <class Ctx, class Values>
   void after_run(Ctx&, const Values&) {
-    *at = Clock::now();
+    at->take();
   }
 };
 
@@ -367,7 +383,7 @@ int measure(const MeasureArgs& a) {
   auto t = std::make_shared<Training>(a.data);
   // t0 before run(), t1 the last before_run, t2 the first after_run, t3 before the saver's
   // after_run, t4 after it, t5 when run() returned.
-  Clock::time_point t1{}, t2{}, t3{}, t4{};
+  Stamp t0, t1, t2, t3, t4, t5;
   auto session = make_session(
       make_backend(t), StampAfter{&t2}, runhooks::StopAtStepHook({.num_steps = 1'000'000'000}),
       runhooks::LearningRateScheduleHook(schedule()),
@@ -389,45 +405,50 @@ int measure(const MeasureArgs& a) {
   settle();
 
   std::vector<double> shares, hooks_us, step_ms, snapshot_ms, memcpy_ms, copy_ms;
+  std::vector<double> snapshot_cpu_ms, memcpy_cpu_ms;  // the same on the thread's CPU clock
   std::size_t bytes = 0;
   std::vector<char> floor_buffer;
   std::vector<torch::Tensor> copies;  // host tensors like the snapshot's, made once
   for (std::int64_t round = 0; round < a.rounds; ++round) {
     double outside = 0.0, inside = 0.0, worst = 0.0;
-    std::vector<double> silent_after;  // the saver's after_run on silent steps
-    std::vector<double> round_snapshots;
+    std::vector<double> silent_after, silent_after_cpu;  // the saver's after_run on silent steps
+    std::vector<double> round_snapshots, round_snapshots_cpu;
     bool copy_next = false;
     for (std::int64_t i = 0; i < a.steps; ++i) {
       settle();
       const std::int64_t step = session->raw_session().global_step();
       const bool saves = (step + 1) % a.save_every == 0;
-      const auto t0 = Clock::now();
+      t0.take();
       session->run();
-      const auto t5 = Clock::now();
+      t5.take();
       if (saves) {
-        round_snapshots.push_back(ms(t4 - t3));
+        round_snapshots.push_back(ms(t4.wall - t3.wall));
+        round_snapshots_cpu.push_back(t4.cpu - t3.cpu);
         copy_next = true;
         continue;
       }
-      const double hooks = ms(t1 - t0) + ms(t5 - t2);
+      const double hooks = (t1.cpu - t0.cpu) + (t5.cpu - t2.cpu);
       outside += hooks;
-      inside += ms(t2 - t1);
+      inside += t2.cpu - t1.cpu;
       worst = std::max(worst, hooks);
-      silent_after.push_back(ms(t4 - t3));
+      silent_after.push_back(ms(t4.wall - t3.wall));
+      silent_after_cpu.push_back(t4.cpu - t3.cpu);
       hooks_us.push_back(1e3 * hooks);
-      step_ms.push_back(ms(t2 - t1));
+      step_ms.push_back(t2.cpu - t1.cpu);
       if (copy_next) {  // the floors, after a step as the snapshot was
         copy_next = false;
+        torch::NoGradGuard no_grad;  // as the snapshot: no autograd record of the copies
         const std::vector<torch::Tensor> tensors = state_tensors(t->model, *t->optimizer);
         if (floor_buffer.empty()) {
           for (const torch::Tensor& x : tensors) {
             bytes += x.nbytes();
             copies.push_back(torch::empty_like(x));
-            copies.back().fill_(1);
+            copies.back().copy_(x);  // mapped and touched before the timed copies
           }
           floor_buffer.assign(bytes, 1);  // mapped before the copies
         }
         auto start = Clock::now();
+        const double start_cpu = thread_cpu_ms();
         std::size_t at = 0;
         for (const torch::Tensor& x : tensors) {
           std::memcpy(floor_buffer.data() + at, x.data_ptr(), x.nbytes());
@@ -435,6 +456,7 @@ int measure(const MeasureArgs& a) {
         }
         asm volatile("" : : "r"(floor_buffer.data()) : "memory");  // the copy is kept
         memcpy_ms.push_back(ms(Clock::now() - start));
+        memcpy_cpu_ms.push_back(thread_cpu_ms() - start_cpu);
         // The same bytes through Tensor::copy_, one call per tensor (what a snapshot into kept
         // host tensors does, less its bookkeeping).
         start = Clock::now();
@@ -445,6 +467,8 @@ int measure(const MeasureArgs& a) {
     // The saving step's extra time in the saver: its after_run less a silent step's.
     const double silent = median(silent_after);
     for (double s : round_snapshots) snapshot_ms.push_back(s - silent);
+    const double silent_cpu = median(silent_after_cpu);
+    for (double s : round_snapshots_cpu) snapshot_cpu_ms.push_back(s - silent_cpu);
     shares.push_back(outside / inside);
     std::fprintf(stderr,
                  "round %lld: hooks %.2f us/step in the mean (%.5f %% of the step), worst %.3f ms, "
@@ -462,7 +486,11 @@ int measure(const MeasureArgs& a) {
        << ", \"hooks\": {\"hooks_us\": " << median(hooks_us) << ", \"step_ms\": " << median(step_ms)
        << ", \"share\": " << median(shares) << "}, \"stall\": {\"save_every\": " << a.save_every
        << ", \"bytes\": " << bytes << ", \"snapshot_ms\": " << snapshot
-       << ", \"memcpy_ms\": " << floor << ", \"copy_ms\": " << median(copy_ms) << ", \"ratio\": " << (floor > 0 ? snapshot / floor : 0.0)
+       << ", \"memcpy_ms\": " << floor << ", \"copy_ms\": " << median(copy_ms)
+       << ", \"ratio\": " << (floor > 0 ? snapshot / floor : 0.0)
+       << ", \"snapshot_cpu_ms\": " << median(snapshot_cpu_ms)
+       << ", \"memcpy_cpu_ms\": " << median(memcpy_cpu_ms)
+       << ", \"ratio_cpu\": " << median(snapshot_cpu_ms) / median(memcpy_cpu_ms)
        << ", \"saves\": " << snapshot_ms.size() << "}}\n";
   std::printf("%s", json.str().c_str());
   if (!a.json.empty()) {
