@@ -17,18 +17,22 @@
 //      a directory makes open() fail naming it;
 //   3. the newest committed checkpoint (and so the one a restart restores from) is complete and
 //      holds its step;
-//   4. every checkpoint the state file names that a save wrote is complete.
+//   4. every checkpoint the state file names that a save wrote is complete;
+//   5. (issue 27, item 2) with a ranking (best k by a score, some saves scored: NaN, +-inf, ties),
+//      the state scores at most k checkpoints, each named by the state (and so complete by 4).
 // Cases: RUNHOOKS_PROPERTY_CASES (default 10000), or max_success in RC_PARAMS, which wins.
 // Directories live under /dev/shm when it exists (fsync is free there), else $TMPDIR or /tmp.
 #include <rapidcheck.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -106,6 +110,7 @@ struct Op {
   std::optional<int> kill_at;  // file operations allowed before the kill
   int max_to_keep = 2;
   bool every_n_hours = false;
+  std::optional<double> score;  // with Case::top_k: the save's score
 };
 
 struct Case {
@@ -119,6 +124,7 @@ struct Case {
   PlantedLock lock = PlantedLock::none;
   std::optional<StateSpec> state;
   int max_to_keep = 2;
+  int top_k = -2;  // -2: no ranking; else CheckpointRanking::save_top_k (-1: all)
   std::vector<Op> ops;
 };
 
@@ -153,10 +159,11 @@ void showValue(const Case& c, std::ostream& os) {
   } else {
     os << "no state file\n";
   }
-  os << "max_to_keep " << c.max_to_keep << "\n";
+  os << "max_to_keep " << c.max_to_keep << ", top_k " << c.top_k << "\n";
   for (const Op& op : c.ops) {
     if (op.kind == Op::save)
-      os << "  save " << op.step << (op.kill_at ? " killed after " + std::to_string(*op.kill_at) + " file operations" : "")
+      os << "  save " << op.step << (op.score ? " scored " + std::to_string(*op.score) : std::string())
+         << (op.kill_at ? " killed after " + std::to_string(*op.kill_at) + " file operations" : "")
          << "\n";
     else if (op.kind == Op::close)
       os << "  close\n";
@@ -208,6 +215,7 @@ rc::Gen<Case> cases() {
       c.state = s;
     }
     c.max_to_keep = *rc::gen::inRange(0, 5);
+    c.top_k = *rc::gen::weightedElement<int>({{2, -2}, {1, -1}, {1, 0}, {2, 1}, {2, 2}});
     c.ops = *rc::gen::resize(
         8, rc::gen::nonEmpty(rc::gen::container<std::vector<Op>>(rc::gen::exec([] {
           Op op;
@@ -217,6 +225,10 @@ rc::Gen<Case> cases() {
             op.kill_at = *rc::gen::inRange(0, 40);
           op.max_to_keep = *rc::gen::inRange(0, 5);
           op.every_n_hours = *rc::gen::weightedElement<bool>({{1, true}, {4, false}});
+          if (*rc::gen::weightedElement<bool>({{2, true}, {1, false}}))
+            op.score = *rc::gen::elementOf(std::vector<double>{
+                0.5, 0.25, 0.25, 1.0, std::nan(""), std::numeric_limits<double>::infinity(),
+                -std::numeric_limits<double>::infinity()});
           return op;
         }))));
     return c;
@@ -465,11 +477,19 @@ void run_case(const Case& c) {
                 ", the state's latest '" + latest->string() + "' holds " +
                 (step ? std::to_string(*step) : std::string("nothing readable")));
     }
-    if (const auto state = runhooks::read_checkpoint_state(dir))
+    if (const auto state = runhooks::read_checkpoint_state(dir)) {
       for (const std::string& entry : state->all_model_checkpoint_paths)
         for (const std::int64_t step : saved_by_us)
           if (entry == "model.ckpt-" + std::to_string(step) && step_of(dir / entry) != step)
             RC_FAIL("after " + when + ": the state names '" + entry + "', which is not complete");
+      if (c.top_k >= 0 && state->scores.size() > static_cast<std::size_t>(c.top_k))
+        RC_FAIL("after " + when + ": the state scores " + std::to_string(state->scores.size()) +
+                " checkpoints, more than top_k");
+      for (const runhooks::CheckpointStateScore& score : state->scores)
+        if (std::count(state->all_model_checkpoint_paths.begin(),
+                       state->all_model_checkpoint_paths.end(), score.name) != 1)
+          RC_FAIL("after " + when + ": the state scores '" + score.name + "', which it does not name");
+    }
   };
 
   Gate gate_installed;
@@ -494,7 +514,11 @@ void run_case(const Case& c) {
     if (every_n_hours) o.keep_checkpoint_every_n_hours = 1.0;
     return o;
   };
-  manager.emplace(options(c.max_to_keep, false));
+  const auto make_manager = [&](int max_to_keep, bool every_n_hours) {
+    manager.emplace(options(max_to_keep, every_n_hours));
+    if (c.top_k >= -1) manager->rank_by({.monitor = "loss", .save_top_k = c.top_k});
+  };
+  make_manager(c.max_to_keep, false);
   double now = 1.0e9;
   int index = 0;
   for (const Op& op : c.ops) {
@@ -502,7 +526,7 @@ void run_case(const Case& c) {
     now += 1000.0;
     if (op.kind == Op::restart) {
       manager.reset();
-      manager.emplace(options(op.max_to_keep, op.every_n_hours));
+      make_manager(op.max_to_keep, op.every_n_hours);
       manager->open(now);
     } else if (op.kind == Op::close) {
       manager->close();
@@ -510,7 +534,8 @@ void run_case(const Case& c) {
       if (op.kill_at) operations_left = *op.kill_at;
       saved_steps.insert(op.step);
       try {
-        manager->save(op.step, now, [&](const fs::path& prefix) { write_step(prefix, op.step); });
+        manager->save(op.step, now, [&](const fs::path& prefix) { write_step(prefix, op.step); },
+                      runhooks::DeleteDropped::now, op.score);
         if (operations_left >= 0) {
           committed = op.step;
           saved_by_us.insert(op.step);
@@ -532,7 +557,7 @@ void run_case(const Case& c) {
           saved_by_us.insert(op.step);
         }
         check(when + " (killed)");
-        manager.emplace(options(c.max_to_keep, false));
+        make_manager(c.max_to_keep, false);
         manager->open(now);
       }
       operations_left = 1L << 40;
