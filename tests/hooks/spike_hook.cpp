@@ -7,6 +7,7 @@
 #include <runhooks/checkpoint/checkpoint_saver_hook.hpp>
 #include <runhooks/checkpoint/chief_session_creator.hpp>
 #include <runhooks/checkpoint/flat_arrays.hpp>
+#include <runhooks/distributed/stop_vote_hook.hpp>
 #include <runhooks/hook_state.hpp>
 #include <runhooks/hooks/nan_tensor_hook.hpp>
 #include <runhooks/hooks/spike_hook.hpp>
@@ -19,6 +20,8 @@
 #include <functional>
 #include <limits>
 #include <stdexcept>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "support/checkpoint_backends.hpp"
@@ -182,6 +185,26 @@ TEST_CASE("SpikeHook rollback: no checkpoint yet, or a session that cannot go ba
     CHECK_THROWS_WITH_AS(session.run(), "SpikeHook: loss spike at global step 3 (rollback 1 of 3)",
                          runhooks::RollbackRequest);
   }
+}
+
+TEST_CASE("SpikeHook in Voted: a rollback would be one rank's, refused when made; stop is voted") {
+  CHECK_THROWS_WITH_AS(runhooks::Voted(runhooks::SpikeHook<Loss>({.on_spike = runhooks::SpikeAction::rollback})),
+                       doctest::Contains("SpikeOptions::on_spike = rollback would roll back one "
+                                         "rank alone"),
+                       std::invalid_argument);
+  fakes::LogCapture capture;
+  runhooks::detail::stop_ballot.store(false);
+  runhooks::MonitoredSession session{
+      LossBackend{{1.0, 1.0, 5.0, 1.0}},
+      runhooks::Voted(runhooks::SpikeHook<Loss>({.on_spike = runhooks::SpikeAction::stop}))};
+  session.run();
+  session.run();
+  session.run();  // the spike: a vote cast, no stop of this rank alone
+  CHECK(runhooks::detail::stop_ballot.load());
+  CHECK_FALSE(session.should_stop());
+  static_assert(runhooks::StatefulHook<std::remove_cvref_t<decltype(session.hook<0>())>>);
+  CHECK(session.hook<0>().state().checks == 3);
+  runhooks::detail::stop_ballot.store(false);
 }
 
 TEST_CASE("SpikeHook state: the running mean and the checks round-trip; rollbacks never go down") {

@@ -1,6 +1,10 @@
 // TimeLimitHook: the budget checked at creation and on a sampled clock, the save margin, the
-// elapsed time carried by end() and by state()/restore(), parse_duration, and validation.
+// elapsed time carried by end() and by state()/restore(), parse_duration, and validation; in
+// Voted (many processes, without an engine here): a spent budget at creation casts the vote, and
+// the wrappers keep the state. With real ranks: tests/mpi/stop_vote.cpp.
 // Lightning's Timer sequences are replayed in tests/hooks/keras_lightning_reference.cpp.
+#include <runhooks/distributed/chief_only.hpp>
+#include <runhooks/distributed/stop_vote_hook.hpp>
 #include <runhooks/hooks/time_limit_hook.hpp>
 #include <runhooks/manual_clock.hpp>
 #include <runhooks/monitored_session.hpp>
@@ -11,6 +15,9 @@
 #include <functional>
 #include <limits>
 #include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 #include "support/fakes.hpp"
 
@@ -136,4 +143,29 @@ TEST_CASE("TimeLimitHook: on a backend without a global step it counts its own r
   }
   CHECK(runs == 6);
   CHECK(capture.contains("Elapsed time is 0:00:03. Stopping after this run"));
+}
+
+TEST_CASE("TimeLimitHook in Voted: a budget spent at creation casts this rank's vote, and the state stays reachable") {
+  fakes::LogCapture capture;
+  runhooks::detail::stop_ballot.store(false);
+  runhooks::ManualClock clock(100.0);
+  runhooks::TimeLimitHook<runhooks::ManualClock> hook({.max_secs = 60.0}, clock);
+  hook.restore({61.0});
+  {
+    // ChiefOnly(Voted(...)) on the chief: the vote, not a stop of this rank alone.
+    runhooks::MonitoredSession session{TimedBackend{clock},
+                                       runhooks::ChiefOnly(runhooks::Voted(std::ref(hook)), true)};
+    CHECK_FALSE(session.should_stop());
+    CHECK(runhooks::detail::stop_ballot.load());
+    CHECK(hook.stopped());
+    CHECK(capture.lines() == std::vector<std::string>{
+                                 "TimeLimitHook: Time limit reached. Elapsed time is 0:01:01. "
+                                 "Stopping every rank after the first vote (limit 60 s, save "
+                                 "margin 0 s)."});
+    using Wrapped = std::remove_cvref_t<decltype(session.hook<0>())>;
+    static_assert(runhooks::StatefulHook<Wrapped>);
+    CHECK(Wrapped::state_name() == "TimeLimitHook");
+    CHECK(session.hook<0>().state().elapsed_secs == 61.0);
+  }
+  runhooks::detail::stop_ballot.store(false);
 }
