@@ -33,6 +33,7 @@
 #include <runhooks/torch/detail/archive_file.hpp>
 #include <runhooks/torch/detail/gradient_norm.hpp>
 #include <runhooks/torch/detail/state_copy.hpp>
+#include <runhooks/torch/detail/step_archive.hpp>
 #include <runhooks/torch/detail/weight_average.hpp>
 #include <runhooks/torch/gradient_sync.hpp>
 #include <runhooks/torch/step_keys.hpp>
@@ -149,49 +150,6 @@ class TorchStepBackend {
 
   std::int64_t global_step() const noexcept { return global_step_; }
 
- private:
-  void run_step() {
-    if constexpr (requires { sync_.zero_grad(*optimizer_); })
-      sync_.zero_grad(*optimizer_);
-    else
-      optimizer_->zero_grad();
-    const std::int64_t n = options_.accumulation_steps;
-    for (std::int64_t i = 0; i < n; ++i) {
-      Output out = step_(model_);
-      torch::Tensor& loss = loss_of(out);
-      check_loss(loss);
-      if (n == 1) {
-        loss.backward();
-        loss_ = loss.detach();
-        if constexpr (OutputTraits::is_output)
-          for (std::size_t k = 0; k < OutputTraits::size; ++k) metrics_[k] = out.metrics[k].detach();
-      } else {
-        (loss / static_cast<double>(n)).backward();
-        loss_ = i == 0 ? loss.detach() : loss_ + loss.detach();
-        if constexpr (OutputTraits::is_output)
-          for (std::size_t k = 0; k < OutputTraits::size; ++k)
-            metrics_[k] = i == 0 ? out.metrics[k].detach() : metrics_[k] + out.metrics[k].detach();
-      }
-    }
-    if (n > 1) {
-      loss_ = loss_ / static_cast<double>(n);
-      if constexpr (OutputTraits::is_output)
-        for (torch::Tensor& metric : metrics_) metric = metric / static_cast<double>(n);
-    }
-    sync_.after_backward(*model_);
-    if (options_.clip_grad_norm) gradient_norm_ = norm_.clip(*options_.clip_grad_norm);
-    optimizer_->step();
-    ++global_step_;
-    if (average_) {
-      const std::int64_t index = global_step_ - 1;  // Lightning's step_idx
-      if (index >= options_.ema_start_step && index % options_.ema_every_n_steps == 0)
-        average_->update();
-    }
-    stepped_ = true;
-  }
-
- public:
-
   float fetch(BatchLoss) const {
     if (!stepped_) return std::numeric_limits<float>::quiet_NaN();
     return item<float>(loss_);
@@ -243,7 +201,7 @@ class TorchStepBackend {
     void write(const std::filesystem::path& prefix) const {
       if constexpr (copies_tensors) {
         torch::serialize::OutputArchive archive;
-        write_archive(
+        detail::write_step_archive(
             archive, average_,
             [&](torch::serialize::OutputArchive& into) { model_.write(into); },
             [&](torch::serialize::OutputArchive& into) { average_model_.write(into); },
@@ -365,7 +323,48 @@ class TorchStepBackend {
 
  private:
   static constexpr const char* who = "runhooks::TorchStepBackend::restore";
+  using Parts = detail::TorchStepArchiveParts;
   static constexpr bool copies_tensors = detail::TorchOptimizerState<Optimizer>::known;
+
+  void run_step() {
+    if constexpr (requires { sync_.zero_grad(*optimizer_); })
+      sync_.zero_grad(*optimizer_);
+    else
+      optimizer_->zero_grad();
+    const std::int64_t n = options_.accumulation_steps;
+    for (std::int64_t i = 0; i < n; ++i) {
+      Output out = step_(model_);
+      torch::Tensor& loss = loss_of(out);
+      check_loss(loss);
+      if (n == 1) {
+        loss.backward();
+        loss_ = loss.detach();
+        if constexpr (OutputTraits::is_output)
+          for (std::size_t k = 0; k < OutputTraits::size; ++k) metrics_[k] = out.metrics[k].detach();
+      } else {
+        (loss / static_cast<double>(n)).backward();
+        loss_ = i == 0 ? loss.detach() : loss_ + loss.detach();
+        if constexpr (OutputTraits::is_output)
+          for (std::size_t k = 0; k < OutputTraits::size; ++k)
+            metrics_[k] = i == 0 ? out.metrics[k].detach() : metrics_[k] + out.metrics[k].detach();
+      }
+    }
+    if (n > 1) {
+      loss_ = loss_ / static_cast<double>(n);
+      if constexpr (OutputTraits::is_output)
+        for (torch::Tensor& metric : metrics_) metric = metric / static_cast<double>(n);
+    }
+    sync_.after_backward(*model_);
+    if (options_.clip_grad_norm) gradient_norm_ = norm_.clip(*options_.clip_grad_norm);
+    optimizer_->step();
+    ++global_step_;
+    if (average_) {
+      const std::int64_t index = global_step_ - 1;  // Lightning's step_idx
+      if (index >= options_.ema_start_step && index % options_.ema_every_n_steps == 0)
+        average_->update();
+    }
+    stepped_ = true;
+  }
 
   void check_optimizer() const {
     if (!optimizer_)
@@ -395,36 +394,10 @@ class TorchStepBackend {
     return scalar.item<T>();
   }
 
-  // The archive's layout, written by save() and by a snapshot alike.
-  template <class WriteModel, class WriteAverage, class WriteOptimizer>
-  static void write_archive(torch::serialize::OutputArchive& archive, bool average,
-                            WriteModel&& write_model, WriteAverage&& write_average,
-                            WriteOptimizer&& write_optimizer, std::int64_t global_step,
-                            std::int64_t ema_updates, const torch::Tensor& rng_state,
-                            const torch::Tensor& device_rng_state, const torch::Tensor& step_state) {
-    torch::serialize::OutputArchive model_archive, current_archive, optimizer_archive;
-    if (average) {
-      write_average(model_archive);
-      archive.write("model", model_archive);
-      write_model(current_archive);
-      archive.write("current_model", current_archive);
-      archive.write("ema_updates", c10::IValue(ema_updates));
-    } else {
-      write_model(model_archive);
-      archive.write("model", model_archive);
-    }
-    write_optimizer(optimizer_archive);
-    archive.write("optimizer", optimizer_archive);
-    archive.write("global_step", c10::IValue(global_step));
-    archive.write("rng_state", rng_state);
-    if (device_rng_state.defined()) archive.write("device_rng_state", device_rng_state);
-    if (step_state.defined()) archive.write("step_state", step_state);
-  }
-
   void fill(torch::serialize::OutputArchive& archive) const {
     torch::Tensor step_state;
     if constexpr (StatefulStep<Step>) step_state = torch::Tensor(step_.state());
-    write_archive(
+    detail::write_step_archive(
         archive, average_.has_value(),
         [&](torch::serialize::OutputArchive& into) { model_->save(into); },
         [&](torch::serialize::OutputArchive& into) { average_->write(*model_, into); },
@@ -434,64 +407,9 @@ class TorchStepBackend {
         step_state);
   }
 
-  // What restore() reads, all checked before anything changes.
-  struct Parts {
-    torch::serialize::InputArchive model, average, optimizer;
-    std::int64_t global_step = 0, ema_updates = 0;
-    torch::Tensor rng_state, device_rng_state, step_state;
-  };
-
   Parts read_parts(torch::serialize::InputArchive& archive, const std::string& file) const {
-    Parts parts;
-    torch::serialize::InputArchive first;
-    archive.read("model", first);
-    torch::serialize::InputArchive current;
-    const bool has_current = archive.try_read("current_model", current);
-    if (average_ && !has_current)
-      throw std::runtime_error(std::string(who) + ": " + file +
-                               " was written without a moving average (no current_model), and "
-                               "this backend keeps one (TorchStepOptions::ema_decay)");
-    if (!average_ && has_current)
-      throw std::runtime_error(std::string(who) + ": " + file +
-                               " was written with a moving average (its model is the average, "
-                               "current_model the weights), and this backend keeps none: set "
-                               "TorchStepOptions::ema_decay to resume it");
-    if (average_) {
-      parts.model = std::move(current);
-      parts.average = std::move(first);
-      c10::IValue updates;
-      if (!archive.try_read("ema_updates", updates) || !updates.isInt() || updates.toInt() < 0)
-        throw std::runtime_error(std::string(who) + ": " + file +
-                                 " has no ema_updates, a count at least 0");
-      parts.ema_updates = updates.toInt();
-      detail::check_module_shapes(who, *model_, parts.average, file, "");
-    } else {
-      parts.model = std::move(first);
-    }
-    detail::check_module_shapes(who, *model_, parts.model, file, "");
-    archive.read("optimizer", parts.optimizer);
-    parts.global_step = detail::read_global_step(who, archive, file);
-    parts.rng_state = detail::read_rng_state(who, archive, file, "rng_state", true);
-    const bool on_device = !options_.device.is_cpu();
-    torch::Tensor device_rng = detail::read_rng_state(who, archive, file, "device_rng_state", false);
-    if (on_device != device_rng.defined())
-      throw std::runtime_error(std::string(who) + ": " + file +
-                               (on_device ? " has no device_rng_state, and this backend trains on " +
-                                                options_.device.str()
-                                          : std::string(" holds a device_rng_state (written on a "
-                                                        "GPU), and this backend trains on the CPU")));
-    parts.device_rng_state = device_rng;
-    torch::Tensor step_state;
-    const bool has_step_state = archive.try_read("step_state", step_state);
-    if (StatefulStep<Step> != has_step_state)
-      throw std::runtime_error(
-          std::string(who) + ": " + file +
-          (has_step_state ? " holds a step_state, and this backend's step has no state() and "
-                            "restore(): the data position would be lost"
-                          : " has no step_state, and this backend's step keeps one (state(), "
-                            "restore())"));
-    parts.step_state = step_state;
-    return parts;
+    return detail::read_step_archive(who, archive, file, *model_, average_.has_value(),
+                                     options_.device, StatefulStep<Step>);
   }
 
   void load(Parts& parts) {
