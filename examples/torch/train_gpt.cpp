@@ -121,13 +121,15 @@ std::uint64_t mix(std::uint64_t seed, std::uint64_t purpose, std::uint64_t step)
 }
 constexpr std::uint64_t evaluation_purpose = 1, final_purpose = 2, sample_purpose = 3;
 
-// The mean loss of `count` batches of `batches` drawn from `generator`, converted once.
+// The mean loss of `count` batches of `batches` drawn from `generator`, summed in double on the
+// device and converted once (one synchronization per evaluation on a GPU).
 double mean_loss(gpt::GPT& model, const shakespeare::Batches& batches, std::int64_t count,
                  at::Generator& generator) {
-  torch::Tensor sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble));
+  torch::Tensor sum;
   for (std::int64_t i = 0; i < count; ++i) {
     auto [x, y] = batches.draw(generator);
-    sum = sum + model->loss(x, y).to(torch::kCPU, torch::kDouble);
+    const torch::Tensor loss = model->loss(x, y).to(torch::kDouble);
+    sum = i == 0 ? loss : sum + loss;
   }
   return sum.item<double>() / static_cast<double>(count);
 }
@@ -155,7 +157,6 @@ std::string format(const char* f, double x) {
   std::snprintf(buffer, sizeof buffer, f, x);
   return buffer;
 }
-
 
 // ThroughputMonitorHook's rates as TensorBoard scalars, and one log line per report: the global
 // tokens/s and the MFU (nanoGPT's "mfu" of its iteration lines).
@@ -370,6 +371,12 @@ int train(const Setup& setup, int rank, int size, std::optional<Sync>& sync,
   return 0;
 }
 
+// torchrun's LOCAL_RANK (C10dEnvironment has checked it), 0 without.
+c10::DeviceIndex local_rank() {
+  const char* text = std::getenv("LOCAL_RANK");
+  return static_cast<c10::DeviceIndex>(text == nullptr ? 0 : std::atoi(text));
+}
+
 void set_rank_log_sink(int rank) {
   static int log_rank = 0;
   log_rank = rank;
@@ -426,6 +433,8 @@ int main(int argc, char** argv) try {
     return runhooks::c10d_run_or_abort([&] {
       runhooks::C10dEnvironment env({.timeout_secs = static_cast<double>(options.timeout_secs)});
       set_rank_log_sink(env.rank());
+      // One GPU per rank of this machine, as torchrun's LOCAL_RANK numbers them.
+      if (setup.device.is_cuda()) setup.device = torch::Device(torch::kCUDA, local_rank());
       if (env.rank() == 0)
         say("checkpoints and TensorBoard files: " + example_runs::display_path(setup.dir).string());
       using Sync = runhooks::GradientAllreduce<runhooks::C10dAllreduceSum>;

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Runs examples/torch/train_gpt and checks what it claims (Meson suite 'torch', gcc's build).
 
-  check_train_gpt.py CASE TRAIN_GPT --data TINYSHAKESPEARE_TXT
+  check_train_gpt.py CASE TRAIN_GPT --data TINYSHAKESPEARE_TXT [--python PYTHON]
+
+PYTHON runs torchrun for 'ddp' (`PYTHON -m torch.distributed.run`).
 
 CASE:
   args    (needs no data) an unknown argument, a missing value and a bad value of each option
@@ -15,6 +17,12 @@ CASE:
           parameters, the AdamW state (hashes of their bytes), the final validation loss, the
           sample and the evaluation losses (the float32 scalars of DIR/eval's event files, read
           here from the records) of the uninterrupted run, byte for byte.
+
+  ddp     the resume of 'train' on two ranks under torchrun (--engine c10d, 200 steps, the
+          global batch of 12 split): torchrun and its workers SIGKILLed at a random instant after
+          the first checkpoint past step 0, the job started again: both ranks end with the hashes
+          of the uninterrupted two-rank job, which are the same on both ranks, and the chief
+          with its validation loss, sample and evaluation losses.
 
 LOSS_BOUND is the cross-entropy on the validation split of the best model that sees one
 character of context: character bigram counts of the training split (add-one smoothed), computed
@@ -277,6 +285,105 @@ def test_train(exe, data):
         print(f"ok: the {len(common)} evaluation losses are the same float32 bytes")
 
 
+def descendants(pid):
+    """Every process under pid (from /proc's children lists), deepest last."""
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            for task in os.listdir(f"/proc/{parent}/task"):
+                with open(f"/proc/{parent}/task/{task}/children") as f:
+                    kids = [int(k) for k in f.read().split()]
+                found += kids
+                todo += kids
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return found
+
+
+def torchrun_job(python, exe, args):
+    cmd = [python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "--no-python", exe, "--engine", "c10d", "--timeout-secs", "20"] + args
+    print("+ OMP_NUM_THREADS=1 " + shlex.join(cmd), flush=True)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"), start_new_session=True)
+
+
+def ranks_summary(out):
+    """The two ranks' hashes (equal), the chief's validation loss and sample."""
+    hashes = re.findall(r"^rank (\d+) (parameters hash: \d+, optimizer state hash: \d+)$", out,
+                        re.M)
+    if sorted(rank for rank, _ in hashes) != ["0", "1"] or hashes[0][1] != hashes[1][1]:
+        fail(f"expected one and the same hash line from ranks 0 and 1, got {hashes}")
+    _, loss, sample = summary(out.replace("rank 0 parameters", "parameters"))
+    return hashes[0][1], loss, sample
+
+
+def test_ddp(exe, data, python):
+    steps = 200
+    small = SMALL + ["--steps", str(steps), "--lr-decay-steps", str(steps), "--eval-every", "50",
+                     "--save-steps", "50"]  # later options win
+    rng = random.Random()
+    seed = rng.randrange(1 << 30)
+    print(f"random seed for the kill instant: {seed}")
+    rng.seed(seed)
+    with tempfile.TemporaryDirectory(prefix="runhooks-train-gpt-ddp-") as tmp:
+        whole_dir = os.path.join(tmp, "whole")
+        job = torchrun_job(python, exe, ["--data", data, "--checkpoint-dir", whole_dir] + small)
+        out = job.communicate(timeout=240)[0]
+        print(out, end="", flush=True)
+        if job.returncode != 0:
+            fail(f"torchrun exited with {job.returncode}")
+        whole = ranks_summary(out)
+        print(f"ok: both ranks end with {whole[0]}")
+
+        for attempt in range(1, 6):
+            killed_dir = os.path.join(tmp, f"killed-{attempt}")
+            args = ["--data", data, "--checkpoint-dir", killed_dir] + small
+            job = torchrun_job(python, exe, args)
+            deadline = time.monotonic() + 120
+            while not any(s > 0 for s in saved_steps(killed_dir)) and job.poll() is None:
+                if time.monotonic() > deadline:
+                    fail("no checkpoint past step 0 within 120 s")
+                time.sleep(0.005)
+            time.sleep(rng.uniform(0.0, 2.0))
+            if job.poll() is not None:
+                print(job.communicate()[0], end="")
+                print(f"the job finished before the kill (attempt {attempt}); again")
+                continue
+            for pid in descendants(job.pid) + [job.pid]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            print(job.communicate(timeout=60)[0], end="", flush=True)
+            print("(torchrun and its workers SIGKILLed)")
+            break
+        else:
+            fail("every job finished before the kill")
+        job = torchrun_job(python, exe, args)
+        second = job.communicate(timeout=240)[0]
+        print(second, end="", flush=True)
+        if job.returncode != 0:
+            fail(f"torchrun exited with {job.returncode}")
+        m = re.search(r"^\[rank 0\] runhooks: restored checkpoint \S+-(\d+) \(global step (\d+)\)$",
+                      second, re.M)
+        if not m or not 0 < int(m.group(2)) < steps:
+            fail("the second job restored no checkpoint from the middle of training")
+        restored = int(m.group(2))
+        if ranks_summary(second) != whole:
+            fail(f"resumed from step {restored}, the job ended with {ranks_summary(second)}, the "
+                 f"uninterrupted one with {whole}")
+        print(f"ok: resumed from step {restored}, both ranks end with the uninterrupted job's "
+              "parameters and AdamW state, the chief with its validation loss and sample")
+        a, b = (event_scalars(os.path.join(d, "eval")) for d in (whole_dir, killed_dir))
+        missing = sorted(k for k in a if k[1] >= restored and k not in b)
+        different = [k for k in sorted(set(a) & set(b)) if a[k] != b[k]]
+        if missing or different or not set(b) <= set(a):
+            fail(f"evaluations missing {missing} or different {different} after the resume")
+        print(f"ok: the {len(set(a) & set(b))} evaluation losses are the same float32 bytes")
+
+
 def test_args(exe, data):
     with tempfile.TemporaryDirectory(prefix="runhooks-train-gpt-") as tmp:
         copy = os.path.join(tmp, "train_gpt")
@@ -341,9 +448,10 @@ def test_args(exe, data):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("case", choices=["args", "train"])
+    parser.add_argument("case", choices=["args", "train", "ddp"])
     parser.add_argument("train_gpt")
     parser.add_argument("--data", required=True)
+    parser.add_argument("--python", default=sys.executable)
     args = parser.parse_args()
     if args.case == "args":
         test_args(args.train_gpt, args.data)
@@ -353,7 +461,10 @@ def main():
               "input.txt of karpathy/char-rnn, 1,115,394 bytes, sha256 86c4e6aa9db7c042ec79f339"
               "dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed)")
         return SKIP
-    test_train(args.train_gpt, args.data)
+    if args.case == "ddp":
+        test_ddp(args.train_gpt, args.data, args.python)
+    else:
+        test_train(args.train_gpt, args.data)
     return 0
 
 
