@@ -371,6 +371,7 @@ int train(const Setup& setup, int rank, int size, std::optional<Sync>& sync,
   return 0;
 }
 
+#if RUNHOOKS_EXAMPLE_C10D
 // torchrun's LOCAL_RANK (C10dEnvironment has checked it), 0 without.
 c10::DeviceIndex local_rank() {
   const char* text = std::getenv("LOCAL_RANK");
@@ -384,6 +385,7 @@ void set_rank_log_sink(int rank) {
     say("[rank " + std::to_string(log_rank) + "] " + std::string(line));
   });
 }
+#endif
 
 }  // namespace
 
