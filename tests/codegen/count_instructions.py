@@ -136,6 +136,11 @@ COMPARISONS = [
      "StopAtStep + TimeLimitHook between clock reads vs StopAtStep + StopAtStep"),
     ("FinalOpsHook", "session_stop_final_ops", "session_stop_only_hb", 0,
      "StopAtStep + FinalOpsHook (no per-step point) vs StopAtStep alone"),
+    # Issue 27, item 2: bound 2, a hook that counts its own runs, as EarlyStoppingHook, against a
+    # second StopAtStepHook (measured g++ +0, clang++ +2); the saver's per-step check is unchanged.
+    ("BestCheckpointHook", "session_stop_checkpoint_best", "session_stop_checkpoint_steps_stop", 2,
+     "StopAtStep + BestCheckpointHook between checks + CheckpointSaverHook(save_steps) vs "
+     "StopAtStep + StopAtStep + CheckpointSaverHook(save_steps)"),
     # Issue 27, item 7: a hook defining on_exception makes run() catch what leaves it; the
     # handler is reached through the exception tables, so the per-step path is unchanged.
     ("ExceptionCheckpointHook", "session_stop_on_exception", "session_stop_only_hb", 0,

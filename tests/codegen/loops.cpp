@@ -17,6 +17,8 @@
 #include <cstring>
 #include <functional>
 
+#include <runhooks/checkpoint/best_checkpoint_hook.hpp>
+#include <runhooks/link_hooks.hpp>
 #include <runhooks/checkpoint/checkpoint_saver_hook.hpp>
 #include <runhooks/checkpoint/saver/exception_checkpoint_hook.hpp>
 #include <runhooks/coordinator.hpp>
@@ -316,6 +318,23 @@ extern "C" {
   while (!session.should_stop()) session.run();
 }
 
+// Issue 27, item 2: BestCheckpointHook between its checks, before the saver it saves through.
+[[gnu::noinline]] void session_stop_checkpoint_best(std::int64_t last_step) {
+  MonitoredSession session{
+      HookBackend{}, stop_at(last_step), runhooks::BestCheckpointHook<Loss>({.every_n_iter = never}),
+      runhooks::CheckpointSaverHook({.checkpoint_dir = scratch("ckpt_best"), .save_steps = never})};
+  runhooks::link_hooks(session);
+  while (!session.should_stop()) session.run();
+}
+
+// Its reference: the same with a second StopAtStepHook in its place.
+[[gnu::noinline]] void session_stop_checkpoint_steps_stop(std::int64_t last_step) {
+  MonitoredSession session{
+      HookBackend{}, stop_at(last_step), stop_at(never),
+      runhooks::CheckpointSaverHook({.checkpoint_dir = scratch("ckpt_steps_stop"), .save_steps = never})};
+  while (!session.should_stop()) session.run();
+}
+
 [[gnu::noinline]] void session_stop_checkpoint_secs(std::int64_t last_step) {
   MonitoredSession session{
       HookBackend{}, stop_at(last_step),
@@ -505,6 +524,8 @@ constexpr Loop loops[] = {
     {"session_stop_stop", session_stop_stop},
     {"session_stop_counter_secs_hb", session_stop_counter_secs_hb},
     {"session_stop_checkpoint_steps", session_stop_checkpoint_steps},
+    {"session_stop_checkpoint_best", session_stop_checkpoint_best},
+    {"session_stop_checkpoint_steps_stop", session_stop_checkpoint_steps_stop},
     {"session_stop_checkpoint_secs", session_stop_checkpoint_secs},
     {"session_stop_signal", session_stop_signal},
     {"session_stop_logging_steps", session_stop_logging_steps},
