@@ -25,6 +25,7 @@
 #include <runhooks/checkpoint/chief_session_creator.hpp>
 #include <runhooks/link_hooks.hpp>
 #include <runhooks/monitored_session.hpp>
+#include <runhooks/training_session.hpp>
 
 #include <fixtures/keras_lightning_reference/fixtures.hpp>
 #include <support/checkpoint_backends.hpp>
@@ -405,4 +406,36 @@ TEST_CASE("best checkpoints: options and linking errors") {
   runhooks::CheckpointManager manager({.checkpoint_dir = dir.path});
   manager.rank_by({.monitor = "a"});
   CHECK_THROWS_AS(manager.rank_by({.monitor = "b"}), std::logic_error);
+}
+
+TEST_CASE("best checkpoints: with make_training_session, in chief_only; a worker's does nothing") {
+  ckpt::CapturedLog quiet;
+  TempDir dir;
+  const std::vector<double> values = {0.5, 0.25, 0.75, 0.125};
+  const auto factory = [&] {
+    ScoredBackend backend;
+    backend.values = values;
+    return backend;
+  };
+  {
+    auto session = runhooks::make_training_session(
+        {.checkpoint_dir = dir.str(), .save_checkpoint_steps = 1000, .stop_on_signals = false},
+        factory, runhooks::chief_only(BestCheckpointHook<ValLoss>({.save_top_k = 2})));
+    for (int i = 0; i < 4; ++i) session.run();
+    auto* hook = session.find_hook<BestCheckpointHook<ValLoss>>();
+    REQUIRE(hook != nullptr);
+    CHECK(best_steps(hook->best_checkpoints()) == std::vector<std::int64_t>{2, 4});
+    REQUIRE(hook->best_checkpoint().has_value());
+    CHECK(hook->best_checkpoint()->name == (dir.path / "model.ckpt-4").string());
+  }
+  CHECK(runhooks::read_checkpoint_state(dir.path)->scores.size() == 2);
+  // A worker (Role::runtime, not the chief) restores the chief's step 4; its saver is off, so is
+  // the hook: nothing fetched (a fetch past the values would throw), nothing written.
+  const std::string state_before = ckpt::read_text(dir.path / "checkpoint");
+  auto worker = runhooks::make_training_session(
+      {.is_chief = false, .checkpoint_dir = dir.str(), .stop_on_signals = false}, factory,
+      runhooks::chief_only(BestCheckpointHook<ValLoss>()));
+  for (int i = 0; i < 3; ++i) worker.run();
+  CHECK(worker.raw_session().global_step() == 7);
+  CHECK(ckpt::read_text(dir.path / "checkpoint") == state_before);
 }

@@ -7,11 +7,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <runhooks/checkpoint/checkpoint_manager.hpp>
 #include <runhooks/checkpoint/checkpoint_saver_hook.hpp>
@@ -194,9 +196,11 @@ class BestCheckpointHook {
     if (linked_) return;  // linked once
     (link_one(hooks), ...);
     linked_ = true;
+    off_ = !saver_;
+    if (off_) runs_to_check_ = never;
   }
 
-  void begin() { runs_to_check_ = options_.every_n_iter; }
+  void begin() { runs_to_check_ = off_ ? never : options_.every_n_iter; }
 
   // The ranking so far, from the saver's manager: what its state file recorded, and its saves.
   // With a save of an earlier session still in flight (the saver's after_create_session, after
@@ -211,7 +215,9 @@ class BestCheckpointHook {
 
   template <class Ctx>
   auto before_run(Ctx&) {
-    return SessionRunArgs{runhooks::fetch<MetricKey>(--runs_to_check_ <= 0 && (saver_ || !linked_))};
+    // As EarlyStoppingHook's: one decrement and compare (a hook linked to a saver that is off
+    // counts from `never`).
+    return SessionRunArgs{runhooks::fetch<MetricKey>(--runs_to_check_ <= 0)};
   }
 
   template <class Ctx, class Values>
@@ -273,10 +279,13 @@ class BestCheckpointHook {
     saver_.request(saver_.saver, step, value);
   }
 
+  static constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
+
   BestCheckpointOptions options_;
   MetricMode mode_;
   std::int64_t runs_to_check_;
   bool linked_ = false;
+  bool off_ = false;  // linked to a saver that is off: never fetches
   detail::SaverLink saver_;
   // The top k as decided on this thread: the manager's, plus the saves requested since (the
   // manager, perhaps writing on the saver's thread, ranks each the same way when it commits).
