@@ -42,6 +42,7 @@
 #include <runhooks/checkpoint/best_checkpoint_hook.hpp>
 #include <runhooks/checkpoint/checkpoint_saver_hook.hpp>
 #include <runhooks/checkpoint/chief_session_creator.hpp>
+#include <runhooks/distributed/chief_only.hpp>
 #include <runhooks/distributed/chief_state_hook.hpp>
 #include <runhooks/distributed/stop_vote_hook.hpp>
 #include <runhooks/hooks/evaluation_hook.hpp>
@@ -255,11 +256,15 @@ int train(const Setup& setup, int rank, int size, std::optional<Sync>& sync,
 
   const std::string& dir = setup.dir;
   const std::string& logdir = setup.logdir;
-  // The chief's hooks: off elsewhere (runhooks::Conditional, which, unlike ChiefOnly, lets
-  // link_hooks reach the hook inside: BestCheckpointHook finds the saver, on or off).
-  const auto chief_only = [&]<class Hook>(Hook hook) {
-    return runhooks::Conditional<Hook>(chief ? std::optional<Hook>(std::move(hook)) : std::nullopt);
-  };
+  // The chief's hooks, skipped elsewhere (ChiefOnly). The saver is in runhooks::Conditional
+  // instead, off on the other ranks, which lets link_hooks reach it: BestCheckpointHook finds
+  // the saver, on or off, through it (ChiefOnly passes no link on).
+  const auto chief_only = [&](auto hook) { return runhooks::ChiefOnly(std::move(hook), chief); };
+  using Saver = runhooks::CheckpointSaverHook<>;
+  runhooks::Conditional<Saver> saver(
+      chief ? std::optional<Saver>(std::in_place, runhooks::CheckpointSaverOptions{
+                                                      .checkpoint_dir = dir, .save_steps = options.save_steps})
+            : std::nullopt);
   const double local_rows = static_cast<double>(train_batches.local_batch_size());
   auto hooks = std::make_tuple(
       runhooks::StopAtStepHook({.last_step = options.steps}),
@@ -292,7 +297,7 @@ int train(const Setup& setup, int rank, int size, std::optional<Sync>& sync,
               .world_size = size},
           ThroughputOutput{runhooks::SummaryOutput(logdir, false)})),
       chief_only(runhooks::ProgressBarHook(runhooks::keys<runhooks::BatchLoss>, {.total = options.steps})),
-      chief_only(runhooks::CheckpointSaverHook({.checkpoint_dir = dir, .save_steps = options.save_steps})));
+      std::move(saver));
 
   const auto run = [&](auto creator, auto&&... all) {
     runhooks::MonitoredSession session{std::move(creator), std::move(all)...};
