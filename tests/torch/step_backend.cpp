@@ -252,6 +252,41 @@ TEST_CASE("TorchStepBackend: clipping equals torch::nn::utils::clip_grad_norm_ o
   }
 }
 
+// One tensor registered under two names (tied weights): Module::parameters() lists it twice.
+struct TiedImpl : torch::nn::Module {
+  torch::Tensor weight;
+  TiedImpl() {
+    weight = register_parameter("embedding", torch::randn({classes, features}));
+    register_parameter("head", weight);
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return torch::nn::functional::linear(x, weight); }
+};
+TORCH_MODULE(Tied);
+
+TEST_CASE("TorchStepBackend: a tied weight is counted once by clipping and averaged once, as "
+          "Python's parameters() lists it") {
+  torch::manual_seed(6);
+  Tied model;
+  REQUIRE(model->parameters().size() == 2);  // what makes counting it twice possible
+  const torch::Tensor x = torch::randn({16, features}) * 10, target = torch::randn({16, classes});
+  const torch::Tensor start = model->weight.detach().clone();
+  runhooks::TorchStepBackend backend{
+      model, std::make_shared<torch::optim::SGD>(std::vector<torch::Tensor>{model->weight}, torch::optim::SGDOptions(1.0)),
+      [&x, &target](Tied& m) { return (m->forward(x) - target).pow(2).mean(); },
+      runhooks::TorchStepOptions{.clip_grad_norm = 0.05, .ema_decay = 0.5}};
+  backend.run();
+
+  torch::Tensor reference = start.clone().requires_grad_(true);
+  (torch::nn::functional::linear(x, reference) - target).pow(2).mean().backward();
+  const double norm = torch::nn::utils::clip_grad_norm_(std::vector<torch::Tensor>{reference}, 0.05);
+  CHECK(backend.fetch(runhooks::GradientNorm{}) == static_cast<float>(norm));
+  {
+    const torch::NoGradGuard no_grad;
+    CHECK(torch::equal(model->weight, start - reference.grad()));
+  }
+  CHECK(torch::equal(*backend.average_of(model->weight), model->weight));  // the first update copies
+}
+
 TEST_CASE("TorchStepBackend: two micro-batches of b accumulate to one batch of 2b (mean loss)") {
   const Data data = toy_data();
   torch::manual_seed(7);

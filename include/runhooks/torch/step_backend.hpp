@@ -43,8 +43,8 @@
 namespace runhooks {
 
 // A step function whose data position a checkpoint keeps: state() returns it as a tensor (any
-// dtype and shape, e.g. int64 {epoch, offset}) and restore(tensor) puts it back, so that a
-// resumed run draws the batches the uninterrupted one would have. A step that draws its batches
+// dtype and shape, e.g. int64 {epoch, offset}) and restore(tensor), given a CPU tensor, puts it
+// back, so that a resumed run draws the batches the uninterrupted one would have. A step that draws its batches
 // from torch's generator (nanoGPT's torch.randint) needs none: the generator's state is saved.
 template <class Step>
 concept StatefulStep = requires(Step& step, const Step& cstep, const torch::Tensor& state) {
@@ -425,7 +425,7 @@ class TorchStepBackend {
     detail::set_torch_cpu_rng_state(parts.rng_state.cpu());
     if (parts.device_rng_state.defined())
       detail::set_torch_device_rng_state(options_.device, parts.device_rng_state.cpu());
-    if constexpr (StatefulStep<Step>) step_.restore(parts.step_state);
+    if constexpr (StatefulStep<Step>) step_.restore(parts.step_state.cpu());
     global_step_ = parts.global_step;
     stepped_ = false;
     loss_ = gradient_norm_ = torch::Tensor();
