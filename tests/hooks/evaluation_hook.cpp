@@ -11,6 +11,7 @@
 #include <runhooks/manual_clock.hpp>
 #include <runhooks/monitored_session.hpp>
 #include <runhooks/summary/event_reader.hpp>
+#include <runhooks/training_session/chief_only.hpp>
 
 #include <doctest/doctest.h>
 
@@ -38,9 +39,7 @@ using runhooks::ManualClock;
 struct ValLoss : runhooks::Key<double> {
   static constexpr std::string_view name = "loss";
 };
-struct ValAccuracy : runhooks::Key<float> {
-  static constexpr runhooks::MetricMode direction = runhooks::MetricMode::max;
-};
+struct ValAccuracy : runhooks::Key<float> {};
 struct Loss : runhooks::Key<double> {};
 
 struct Trainer {
@@ -197,6 +196,28 @@ TEST_CASE("EvaluationHook: EarlyStoppingHook and ReduceLROnPlateauHook act at th
   CHECK(session.raw_session().rate == doctest::Approx(0.025));
   session.close();
   CHECK(steps.size() == 5);  // the stop's step was evaluated already: end() adds none
+}
+
+TEST_CASE("EvaluationHook: in a Conditional (make_training_session's chief_only), its keys still reach the hooks after it") {
+  std::vector<std::int64_t> steps;
+  std::vector<std::int64_t> seen;
+  using Hook = EvaluationHook<Evaluator, runhooks::SteadyClock, ValLoss, ValAccuracy>;
+  Hook hook{runhooks::keys<ValLoss, ValAccuracy>, Evaluator{&steps}, {.every_n_steps = 2, .log = false}};
+  {
+    runhooks::MonitoredSession session{Trainer{}, runhooks::Conditional<Hook>(hook), Probe{&seen}};
+    for (int i = 0; i < 4; ++i) session.run();
+  }
+  CHECK(seen == std::vector<std::int64_t>{2, 4});
+  // Off (a worker's chief-only hook): it never evaluates, and the hooks after it see nothing.
+  steps.clear();
+  seen.clear();
+  {
+    runhooks::MonitoredSession session{Trainer{}, runhooks::Conditional<Hook>(std::nullopt),
+                                       Probe{&seen}};
+    for (int i = 0; i < 4; ++i) session.run();
+  }
+  CHECK(steps.empty());
+  CHECK(seen.empty());
 }
 
 TEST_CASE("EvaluationHook: a produced key replaces the backend's for the hooks after it only") {

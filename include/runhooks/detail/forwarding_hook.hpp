@@ -5,6 +5,7 @@
 
 #include <runhooks/detail/config.hpp>
 
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -134,12 +135,28 @@ struct forward_end<Derived, Hook, true> {
   }
 };
 
+// produced(K) (ProducesKey) of the wrapped hook, so that the hooks after the wrapper read the
+// keys an EvaluationHook in it produces. A wrapper that does not forward (ChiefOnly on the other
+// ranks, a Conditional that is off) produces nothing.
+template <class Derived, class Hook>
+struct forward_produced {
+  template <KeyType K>
+    requires ProducesKey<Hook, K>
+  const std::optional<typename K::value_type>& produced(K key) const {
+    static const std::optional<typename K::value_type> none;
+    auto& self = const_cast<Derived&>(static_cast<const Derived&>(*this));
+    if (!self.forwarding()) return none;
+    return self.inner().produced(key);
+  }
+};
+
 template <class Derived, class Hook>
 struct forwarding_hook : forward_begin<Derived, Hook>,
                          forward_after_create_session<Derived, Hook>,
                          forward_before_run<Derived, Hook>,
                          forward_after_run<Derived, Hook>,
-                         forward_end<Derived, Hook> {
+                         forward_end<Derived, Hook>,
+                         forward_produced<Derived, Hook> {
   static_assert(!std::is_final_v<Hook>,
                 "runhooks: a hook type must not be final: runhooks derives from it to find every "
                 "member named like a hook point.");
