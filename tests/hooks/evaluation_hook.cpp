@@ -305,6 +305,9 @@ TEST_CASE("EvaluationHook: a re-created session evaluates unless its step was ju
   trainer.step = 10;
   hook.after_create_session(trainer);  // recovered to an earlier checkpoint
   CHECK(steps == std::vector<std::int64_t>{20, 10});
+  hook.begin();  // another session, at the same step: a new start
+  hook.after_create_session(trainer);
+  CHECK(steps == std::vector<std::int64_t>{20, 10, 10});
 }
 
 TEST_CASE("EvaluationHook: an evaluator that throws propagates from run()") {

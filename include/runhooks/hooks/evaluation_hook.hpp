@@ -167,13 +167,15 @@ class EvaluationHook {
                 &EvaluationOptions::log>>
   explicit EvaluationHook(...) = delete;  // Misspelt field? Write EvaluationOptions{...} to see which
 
-  // A session begins: the event file's next write starts a session (SessionLog START).
+  // A session begins: the event file's next write starts a session (SessionLog START), and the
+  // previous session's last() is dropped, so that its first creation evaluates at start.
   void begin() {
     if (!eval_dir_.empty()) {
       if (!writer_) writer_ = EventFileWriterCache::get(eval_dir_);
       writer_->begin_session();
     }
     runs_ = 0;
+    last_.reset();
     clear_produced();
   }
 
@@ -219,8 +221,8 @@ class EvaluationHook {
     return boost::hana::at_c<detail::index_of<K, Ks...>>(produced_);
   }
 
-  // The latest evaluation (at start, on a trigger or at the end) and its step; nothing before
-  // the first.
+  // The latest evaluation of this session (at start, on a trigger or at the end) and its step;
+  // nothing before the first.
   const std::optional<Evaluation<Ks...>>& last() const noexcept { return last_; }
   // Evaluations since the hook was made.
   std::int64_t evaluations() const noexcept { return evaluations_; }
