@@ -3,6 +3,7 @@
 // after it (EarlyStoppingHook, ReduceLROnPlateauHook) and by no hook on the other steps, the eval
 // event file read back, its options' errors, and what a NaN metric and a throwing evaluator do.
 
+#include <runhooks/error.hpp>
 #include <runhooks/hooks/early_stopping_hook.hpp>
 #include <runhooks/hooks/evaluation_hook.hpp>
 #include <runhooks/hooks/logging_tensor_hook.hpp>
@@ -90,6 +91,17 @@ struct Reader {
   auto before_run(auto&) { return runhooks::SessionRunArgs{runhooks::fetch<Loss>()}; }
   void after_run(auto&, const auto& run_values) {
     values->push_back(run_values[Loss{}] ? *run_values[Loss{}] : -1.0);
+  }
+};
+
+// Loses the backend (AbortedError) once, before the run from global step 5.
+struct AbortAtFive {
+  bool* aborted;
+  void before_run(auto& run_context) {
+    if (!*aborted && run_context.session().step == 5) {
+      *aborted = true;
+      throw runhooks::AbortedError("lost the backend");
+    }
   }
 };
 
@@ -308,6 +320,24 @@ TEST_CASE("EvaluationHook: a re-created session evaluates unless its step was ju
   hook.begin();  // another session, at the same step: a new start
   hook.after_create_session(trainer);
   CHECK(steps == std::vector<std::int64_t>{20, 10, 10});
+}
+
+TEST_CASE("EvaluationHook: a recovery to an earlier checkpoint evaluates the restored model first") {
+  std::vector<std::int64_t> steps;
+  bool aborted = false;
+  auto creator = [&] {
+    Trainer trainer;
+    trainer.step = aborted ? 3 : 0;  // the new backend restored a checkpoint of step 3
+    return trainer;
+  };
+  runhooks::MonitoredSession session{
+      creator, AbortAtFive{&aborted},
+      EvaluationHook{runhooks::keys<ValLoss, ValAccuracy>, Evaluator{&steps},
+                     {.every_n_steps = 2, .at_end = false, .log = false}}};
+  while (session.raw_session().step < 7) session.run();
+  CHECK(aborted);
+  // 0, 2, 4 on the first backend; 3 on re-creation, then every 2 steps from there.
+  CHECK(steps == std::vector<std::int64_t>{0, 2, 4, 3, 5, 7});
 }
 
 TEST_CASE("EvaluationHook: an evaluator that throws propagates from run()") {
