@@ -56,9 +56,9 @@ SMALL = ["--layers", "2", "--heads", "4", "--embd", "64", "--block", "32", "--st
          "--lr", "5e-3", "--min-lr", "5e-4", "--warmup-steps", "50", "--lr-decay-steps",
          str(STEPS), "--eval-every", "100", "--eval-batches", "10", "--final-eval-batches", "50",
          "--save-steps", "100", "--log-every", "100", "--sample-chars", "100", "--seed", "1"]
-# The validation losses of SMALL with seeds 1..5 (train_gpt at the commit adding this test, g++
-# 12, one thread), for the record: the check is against the bound, not these.
-LOSS_SEEN = [2.2122, 2.2113]
+# The validation losses of SMALL with --seed 1..5 (train_gpt at 2f45bc2, g++ 12, one thread), for
+# the record: the check is against the bound, not these.
+LOSS_SEEN = [2.2122, 2.2113, 2.2349, 2.2142, 2.2205]
 
 
 def fail(message):
