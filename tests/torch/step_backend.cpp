@@ -33,7 +33,6 @@
 #include <random>
 #include <stdexcept>
 #include <string>
-#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -157,9 +156,7 @@ struct TempDir {
   }
 };
 
-struct Accuracy : runhooks::Key<float> {
-  static constexpr std::string_view name = "accuracy";
-};
+struct Accuracy : runhooks::Key<float> {};
 
 // Fetches the loss, the gradient norm and a metric of the step on every n-th step.
 struct EveryNth {
