@@ -199,7 +199,8 @@ class GPTImpl : public torch::nn::Module {
 
   // nanoGPT's generate(): extends idx ([B, T] int64) by `count` characters, each sampled from
   // softmax(logits / temperature) of the last block_size characters, restricted to the top_k
-  // most likely when given. In evaluation mode and without gradients; the mode is put back.
+  // most likely when given, drawn from `generator` (a CPU generator). In evaluation mode and
+  // without gradients; the mode is put back.
   torch::Tensor generate(torch::Tensor idx, std::int64_t count, at::Generator generator,
                          double temperature = 1.0, std::optional<std::int64_t> top_k = {}) {
     if (!(temperature > 0.0))
@@ -218,8 +219,11 @@ class GPTImpl : public torch::nn::Module {
         const torch::Tensor kth = std::get<0>(logits.topk(k)).narrow(-1, k - 1, 1);
         logits = logits.masked_fill(logits < kth, -std::numeric_limits<double>::infinity());
       }
-      const torch::Tensor next = torch::multinomial(torch::softmax(logits, -1), 1, false, generator);
-      idx = torch::cat({idx, next}, 1);
+      // Drawn on the host: `generator` is a CPU generator, which a CUDA tensor's multinomial
+      // refuses (a synchronization per character on a GPU, where sampling is not the hot path).
+      const torch::Tensor probabilities = torch::softmax(logits, -1).to(torch::kCPU);
+      const torch::Tensor next = torch::multinomial(probabilities, 1, false, generator);
+      idx = torch::cat({idx, next.to(idx.device())}, 1);
     }
     train(was_training);
     return idx;
