@@ -439,3 +439,26 @@ TEST_CASE("best checkpoints: with make_training_session, in chief_only; a worker
   CHECK(worker.raw_session().global_step() == 7);
   CHECK(ckpt::read_text(dir.path / "checkpoint") == state_before);
 }
+
+TEST_CASE("best checkpoints: a saver in runhooks::Conditional, on and off") {
+  ckpt::CapturedLog quiet;
+  TempDir dir;
+  using Saver = CheckpointSaverHook<>;
+  for (const bool on : {true, false}) {
+    INFO("saver on: " << on);
+    ScoredBackend backend;
+    if (on) backend.values = {0.5, 0.25, 0.75};  // off: a fetch would throw std::out_of_range
+    runhooks::Conditional<Saver> saver(
+        on ? std::optional<Saver>(std::in_place,
+                                  CheckpointSaverOptions{.checkpoint_dir = dir.str(), .save_steps = 1000})
+           : std::nullopt);
+    runhooks::MonitoredSession session(backend, BestCheckpointHook<ValLoss>({.save_top_k = 1}),
+                                       std::move(saver));
+    runhooks::link_hooks(session);
+    for (int i = 0; i < 3; ++i) session.run();
+    const auto best = session.hook<0>().best_checkpoint();
+    CHECK(best.has_value() == on);
+    if (best) CHECK(best->step == 2);
+    session.close();
+  }
+}

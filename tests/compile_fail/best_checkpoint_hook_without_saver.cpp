@@ -1,4 +1,4 @@
-// expect: runhooks::BestCheckpointHook saves through the session's CheckpointSaverHook: give the session exactly one, declared after the BestCheckpointHook.
+// expect: runhooks::BestCheckpointHook saves through the session's CheckpointSaverHook: give the session exactly one, declared after the BestCheckpointHook, held by value, by std::ref or in runhooks::Conditional (runhooks::ChiefOnly hides it).
 // The hook has no directory of its own: its checkpoints are the saver's (one writer per
 // directory), found when the session's hooks are linked.
 #include <runhooks/checkpoint/best_checkpoint_hook.hpp>

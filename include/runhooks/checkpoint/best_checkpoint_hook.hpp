@@ -178,7 +178,8 @@ class BestCheckpointHook {
     constexpr std::size_t savers = (0 + ... + detail::is_checkpoint_saver<hook_inside_t<Hooks>>);
     static_assert(savers == 1,
                   "runhooks::BestCheckpointHook saves through the session's CheckpointSaverHook: "
-                  "give the session exactly one, declared after the BestCheckpointHook.");
+                  "give the session exactly one, declared after the BestCheckpointHook, held by "
+                  "value, by std::ref or in runhooks::Conditional (runhooks::ChiefOnly hides it).");
     constexpr bool ordered = [] {
       constexpr bool saver[] = {detail::is_checkpoint_saver<hook_inside_t<Hooks>>..., false};
       constexpr bool best[] = {detail::is_best_checkpoint_hook<hook_inside_t<Hooks>>..., false};
