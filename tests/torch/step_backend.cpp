@@ -11,6 +11,9 @@
 #include <runhooks/hooks/learning_rate.hpp>
 #include <runhooks/torch/distributed/gradient_allreduce.hpp>
 
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
@@ -24,6 +27,7 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -158,6 +162,24 @@ struct TempDir {
 
 struct Accuracy : runhooks::Key<float> {};
 
+// Counts the CPU allocator's allocations while it lives.
+struct CountingAllocator final : c10::Allocator {
+  c10::Allocator* base = c10::GetCPUAllocator();
+  std::atomic<int> allocations{0};
+  CountingAllocator() { c10::SetCPUAllocator(this, /*priority=*/100); }
+  ~CountingAllocator() override { c10::SetCPUAllocator(base, /*priority=*/100); }
+  CountingAllocator(const CountingAllocator&) = delete;
+  CountingAllocator& operator=(const CountingAllocator&) = delete;
+  c10::DataPtr allocate(std::size_t n) override {
+    ++allocations;
+    return base->allocate(n);
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return base->raw_deleter(); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    base->copy_data(dest, src, count);
+  }
+};
+
 // Fetches the loss, the gradient norm and a metric of the step on every n-th step.
 struct EveryNth {
   std::int64_t n;
@@ -198,6 +220,21 @@ TEST_CASE("TorchStepBackend: resumed from a save or a later-written snapshot, it
   first.snapshot(snapshot);
   for (int i = 0; i < 3; ++i) first.run();  // the snapshot keeps step 5's state
   snapshot.write(dir.path / "snapshot");
+  // The next snapshot into the same object allocates no host tensor: the only allocations are the
+  // step's state() tensor, which the step makes (counted here by calling it alone).
+  int state_allocations = 0, snapshot_allocations = 0;
+  {
+    CountingAllocator counting;
+    (void)first.step().state();
+    state_allocations = counting.allocations.load();
+  }
+  {
+    CountingAllocator counting;
+    first.snapshot(snapshot);
+    snapshot_allocations = counting.allocations.load();
+  }
+  CHECK(snapshot_allocations == state_allocations);
+  CHECK(snapshot.global_step() == at + 3);
 
   for (const std::string from : {"middle", "snapshot"}) {
     CAPTURE(from);
