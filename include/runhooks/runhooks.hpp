@@ -40,5 +40,6 @@
 #include <runhooks/checkpoint/checkpoint_manager.hpp>
 #include <runhooks/checkpoint/checkpoint_saver_hook.hpp>
 #include <runhooks/checkpoint/saver/exception_checkpoint_hook.hpp>
+#include <runhooks/checkpoint/best_checkpoint_hook.hpp>
 #include <runhooks/checkpoint/chief_session_creator.hpp>
 #include <runhooks/training_session.hpp>
