@@ -43,7 +43,10 @@
 // tensor to a number (aten::_local_scalar_dense: .item(), which waits for the device), through a
 // thread-local RecordFunction callback. Checks: none on the steps where no hook fetched a value
 // (the backend's item_calls() did not move), none but the fetched values' on the others, the
-// loss fell, and the last checkpoint restores into a fresh backend with every weight equal.
+// loss fell, and the last checkpoint restores into a fresh backend with every weight equal. On
+// CUDA, built with -DRUNHOOKS_BENCH_CUDA=1 and CUDA's headers (tools/gpu_check.sh does), it also
+// counts every host-device synchronisation through c10's sync debug mode, those of drawing the
+// batch (the data pipeline's) apart: none but those on the silent steps.
 //   bench_torch_gpt --sync-check --data PATH [--device cpu|cuda] [--steps N] [--dir DIR]
 #include <runhooks/checkpoint/checkpoint_saver_hook.hpp>
 #include <runhooks/core.hpp>
@@ -57,10 +60,18 @@
 #include <runhooks/torch/step_backend.hpp>
 
 #include <ATen/record_function.h>
+#include <c10/util/Exception.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adamw.h>
 #include <torch/utils.h>
 #include <torch/version.h>
+
+#ifndef RUNHOOKS_BENCH_CUDA
+#define RUNHOOKS_BENCH_CUDA 0
+#endif
+#if RUNHOOKS_BENCH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
 
 #include "../examples/torch/gpt.hpp"
 #include "../examples/torch/shakespeare.hpp"
@@ -80,6 +91,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -132,9 +144,10 @@ auto step_function(const std::shared_ptr<Training>& t) {
   };
 }
 
-auto make_backend(const std::shared_ptr<Training>& t) {
+template <class Step>
+auto make_backend(const std::shared_ptr<Training>& t, Step step) {
   return runhooks::TorchStepBackend{
-      t->model, t->optimizer, step_function(t),
+      t->model, t->optimizer, std::move(step),
       runhooks::TorchStepOptions{.clip_grad_norm = clip, .device = t->device}};
 }
 
@@ -206,12 +219,12 @@ Loop setup(const std::string& config, const Settings& s) {
   if (config == "libtorch-gpt") return hand_loop(s.data);
   auto t = std::make_shared<Training>(s.data);
   if (config == "runhooks-gpt-bare")
-    return session_loop(make_session(make_backend(t),
+    return session_loop(make_session(make_backend(t, step_function(t)),
                                      runhooks::StopAtStepHook({.last_step = s.last_step}),
                                      runhooks::LearningRateScheduleHook(schedule())));
   if (config == "runhooks-gpt-hooks")
     return session_loop(make_session(
-        make_backend(t), runhooks::StopAtStepHook({.last_step = s.last_step}),
+        make_backend(t, step_function(t)), runhooks::StopAtStepHook({.last_step = s.last_step}),
         runhooks::LearningRateScheduleHook(schedule()),
         runhooks::StepCounterHook({.every_n_steps = s.summary_every},
                                   runhooks::SummaryOutput(s.dir)),
@@ -385,7 +398,7 @@ int measure(const MeasureArgs& a) {
   // after_run, t4 after it, t5 when run() returned.
   Stamp t0, t1, t2, t3, t4, t5;
   auto session = make_session(
-      make_backend(t), StampAfter{&t2}, runhooks::StopAtStepHook({.num_steps = 1'000'000'000}),
+      make_backend(t, step_function(t)), StampAfter{&t2}, runhooks::StopAtStepHook({.num_steps = 1'000'000'000}),
       runhooks::LearningRateScheduleHook(schedule()),
       runhooks::StepCounterHook({.every_n_steps = a.summary_every}, runhooks::SummaryOutput(a.dir)),
       runhooks::SummarySaverHook({.save_steps = a.summary_every}, a.dir,
@@ -514,6 +527,23 @@ std::unique_ptr<at::ObserverContext> count_scalar_read(const at::RecordFunction&
   return nullptr;
 }
 
+// Host-device synchronisations on the training thread, on CUDA: c10's sync debug mode (what
+// torch.cuda.set_sync_debug_mode("warn") sets) warns on every synchronizing operation (a blocking
+// copy, .item(), a stream or device synchronize); this handler counts those warnings. Built with
+// -DRUNHOOKS_BENCH_CUDA=1 and CUDA's headers (tools/gpu_check.sh does), else not counted.
+std::int64_t device_syncs = 0;
+#if RUNHOOKS_BENCH_CUDA
+struct SyncWarningCounter : c10::WarningHandler {
+  c10::WarningHandler* previous = c10::WarningUtils::get_warning_handler();
+  void process(const c10::Warning& warning) override {
+    if (warning.msg().find("synchronizing CUDA operation") != std::string::npos)
+      ++device_syncs;
+    else
+      previous->process(warning);
+  }
+};
+#endif
+
 // Fetches the loss of the first run and of every `every`-th, and keeps it, to see it fall.
 struct LossLog {
   std::int64_t every;
@@ -543,8 +573,17 @@ int sync_check(const SyncArgs& a) {
   const fs::path checkpoints = fs::path(a.dir) / "checkpoints";
   auto t = std::make_shared<Training>(a.data, device);
   std::vector<std::pair<std::int64_t, float>> losses;
+  // The step function of the other modes, with the synchronisations of drawing the batch (the
+  // data pipeline's, not the hooks') counted apart.
+  std::int64_t data_syncs = 0;
+  auto step = [t, &data_syncs](gpt::GPT& model) -> torch::Tensor {
+    const std::int64_t before = device_syncs;
+    auto [x, y] = t->batches.draw();
+    data_syncs += device_syncs - before;
+    return model->loss(x, y);
+  };
   auto session = make_session(
-      make_backend(t), runhooks::StopAtStepHook({.last_step = a.steps}),
+      make_backend(t, step), runhooks::StopAtStepHook({.last_step = a.steps}),
       runhooks::LearningRateScheduleHook(schedule()),
       runhooks::StepCounterHook({.every_n_steps = a.summary_every}, runhooks::SummaryOutput(a.dir)),
       runhooks::SummarySaverHook({.save_steps = a.summary_every}, a.dir,
@@ -555,17 +594,37 @@ int sync_check(const SyncArgs& a) {
                                      .save_steps = a.save_every}));
   const at::CallbackHandle handle = at::addThreadLocalCallback(
       at::RecordFunctionCallback(&count_scalar_read).scopes({at::RecordScope::FUNCTION}));
+  const bool count_syncs = RUNHOOKS_BENCH_CUDA && device.is_cuda();
+#if RUNHOOKS_BENCH_CUDA
+  SyncWarningCounter counter;
+  std::optional<c10::WarningUtils::WarningHandlerGuard> guard;
+  if (count_syncs) {
+    guard.emplace(&counter);
+    c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_WARN);
+  }
+#endif
+  bool counter_sees = true;  // the counter checked on a deliberate synchronisation
+  if (count_syncs) {
+    const std::int64_t before = device_syncs;
+    (void)torch::ones({1}, torch::TensorOptions().device(device)).item<float>();
+    counter_sees = device_syncs > before;
+    scalar_reads = 0;
+  }
   std::int64_t silent = 0, fetching = 0, silent_reads = 0, extra_reads = 0, fetched = 0;
+  std::int64_t silent_syncs = 0, silent_data_syncs = 0;
   std::vector<std::int64_t> bad_steps;
   const auto started = Clock::now();
   while (!session->should_stop()) {
     const std::int64_t reads = scalar_reads, items = session->raw_session().item_calls();
+    const std::int64_t syncs = device_syncs, data = data_syncs;
     session->run();
     const std::int64_t step_reads = scalar_reads - reads;
     const std::int64_t step_items = session->raw_session().item_calls() - items;
     if (step_items == 0) {
       ++silent;
       silent_reads += step_reads;
+      silent_syncs += device_syncs - syncs;
+      silent_data_syncs += data_syncs - data;
     } else {
       ++fetching;
       fetched += step_items;
@@ -576,6 +635,10 @@ int sync_check(const SyncArgs& a) {
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
   at::removeCallback(handle);
+#if RUNHOOKS_BENCH_CUDA
+  if (count_syncs) c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);
+  guard.reset();
+#endif
   session->close();  // the last save, waited for
 
   bool ok = true;
@@ -591,6 +654,18 @@ int sync_check(const SyncArgs& a) {
   check(fetching > 0 && extra_reads == 0,
         "steps with fetches: " + std::to_string(fetching) + ", " + std::to_string(fetched) +
             " values converted, " + std::to_string(extra_reads) + " other conversions (0 expected)");
+  if (count_syncs) {
+    check(counter_sees, "the synchronisation counter sees a deliberate .item() on " + device.str());
+    check(silent_syncs == silent_data_syncs,
+          "host-device synchronisations on the silent steps (c10's sync debug mode): " +
+              std::to_string(silent_syncs) + ", of which " + std::to_string(silent_data_syncs) +
+              " in drawing the batch (the data pipeline's: shakespeare::Batches::draw's blocking "
+              "copy); " + std::to_string(silent_syncs - silent_data_syncs) +
+              " in the backend and the hooks (0 expected)");
+  } else if (device.is_cuda()) {
+    std::printf("note host-device synchronisations not counted: built without "
+                "-DRUNHOOKS_BENCH_CUDA=1 (CUDA's headers)\n");
+  }
   if (!bad_steps.empty()) {
     std::string steps;
     for (std::int64_t s : bad_steps) steps += " " + std::to_string(s);
@@ -610,7 +685,7 @@ int sync_check(const SyncArgs& a) {
   std::string why;
   try {
     auto fresh = std::make_shared<Training>(a.data, device);
-    auto backend = make_backend(fresh);
+    auto backend = make_backend(fresh, step_function(fresh));
     backend.restore(prefix);
     const auto trained = t->model->parameters(), loaded = fresh->model->parameters();
     restored = backend.global_step() == a.steps && trained.size() == loaded.size();
