@@ -60,6 +60,7 @@ class BasicMonitoredSession
   using Step = detail::SessionStep<BasicMonitoredSession>;
   using HookStates = detail::SessionHookStates<BasicMonitoredSession>;
   using HookStates::attach_hook_states;
+  using HookStates::check_hook_states;
   using HookStates::detach_hook_states;
   using HookStates::restore_hook_states;
   using Recovery::create_first;
@@ -103,10 +104,11 @@ class BasicMonitoredSession
   // ends them, and the constructor returns a stopped session without a backend.
   explicit BasicMonitoredSession(Source source, Hooks... hooks)
       : slot_(std::move(source)), hooks_{std::move(hooks)...} {
-    attach_hook_states();
+    check_hook_states();
     for_each_hook([](auto& hook) {
       if constexpr (HasBegin<std::remove_cvref_t<decltype(hook)>>) hook.begin();
     });
+    attach_hook_states();
     if constexpr ((... || (TakesCoordinator<detail::unwrap_hook_t<Hooks>, backend_type> ||
                            ReadsCoordinator<detail::unwrap_hook_t<Hooks>, backend_type>)))
       state_.coord.get();

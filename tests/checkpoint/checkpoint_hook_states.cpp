@@ -401,6 +401,12 @@ TEST_CASE("hook states: a file that does not fit the session is an error naming 
   CHECK(h.early.checks() == 0);
 }
 
+namespace {
+struct ThrowInBegin {
+  void begin() { throw std::runtime_error("begin failed"); }
+};
+}  // namespace
+
 TEST_CASE("hook states: a session whose creation fails leaves the saver without its hooks' states") {
   fakes::LogCapture capture;
   ckpt::TempDir dir;
@@ -411,6 +417,10 @@ TEST_CASE("hook states: a session whose creation fails leaves the saver without 
     CHECK_THROWS_WITH(runhooks::MonitoredSession(runhooks::SessionCreator(failing),
                                                  std::ref(h.early), std::ref(saver)),
                       "no backend");
+    // A begin() that throws: the saver is given the states only after every begin().
+    CHECK_THROWS_WITH(runhooks::MonitoredSession(RateBackend{}, std::ref(h.early), std::ref(saver),
+                                                 ThrowInBegin{}),
+                      "begin failed");
   }  // the hooks, and the session's storage, are gone
   // The saver, reused by a session without stateful hooks (which attaches nothing), writes no
   // states: it does not read the failed session's.

@@ -79,12 +79,20 @@ class SessionHookStates {
             }};
   }
 
-  // In the constructor, before any begin(): the names checked, the saver given the states.
-  void attach_hook_states() {
-    if constexpr (Session::stateful_hook_count > 0) {
+  // In the constructor, before any begin(): the names checked.
+  void check_hook_states() {
+    if constexpr (Session::stateful_hook_count > 0)
       std::apply([](auto&... hooks) {
         check_hook_state_names<std::remove_cvref_t<decltype(hooks)>...>();
       }, stateful_hooks());
+  }
+
+  // In the constructor, after every begin() and before the backend is made: the saver given the
+  // states. Not before: a constructor that throws runs no destructor, so a saver held by std::ref
+  // would keep the access to a session that never was (a failed creation gives it back:
+  // SessionRecovery::creation_failed).
+  void attach_hook_states() {
+    if constexpr (Session::stateful_hook_count > 0) {
       const HookStateAccess access = hook_state_access();
       self().for_each_hook([&](auto& hook) {
         if constexpr (TakesHookStates<std::remove_cvref_t<decltype(hook)>>)
