@@ -11,8 +11,10 @@
 #      (summaries and the loss every 50 steps, a checkpoint every 100, a progress bar), counting
 #      every tensor-to-number conversion on the training thread (aten::_local_scalar_dense:
 #      .item(), which waits for the device): none on the steps where no hook fetched a value,
-#      none but the fetched values on the others; the loss fell; the last checkpoint restores
-#      into a fresh backend with every weight equal;
+#      none but the fetched values on the others; with CUDA's headers, also every host-device
+#      synchronisation (c10's sync debug mode), those of drawing the batch counted apart: none
+#      but those on the silent steps; the loss fell; the last checkpoint restores into a fresh
+#      backend with every weight equal;
 #   4. all of it within 5 minutes (the build included).
 # Exit status 0 when every check passed.
 #
@@ -132,13 +134,35 @@ bench=$BUILD/bench_torch_gpt
 (ninja -C "$BUILD" examples/torch/train_gpt >>"$LOG" 2>&1) &
 ninja_pid=$!
 bench_status=0
+# On CUDA, with CUDA's headers, bench_torch_gpt also counts every host-device synchronisation
+# (c10's sync debug mode, -DRUNHOOKS_BENCH_CUDA=1; -rdynamic so that libc10_cuda and the program
+# share c10::cuda::warning_state()); without them, or if that build fails, only the .item() calls.
+CUDA_ARGS=()
+if [[ $DEVICE == cuda ]]; then
+  for dir in ${CUDA_HOME:+"$CUDA_HOME/include"} /usr/local/cuda/include \
+    "$(dirname "$(command -v nvcc || echo /none/bin/nvcc)")/../include"; do
+    if [[ -f $dir/cuda_runtime_api.h ]]; then
+      CUDA_ARGS=(-DRUNHOOKS_BENCH_CUDA=1 -isystem "$dir" -rdynamic -Wl,--no-as-needed -lc10_cuda)
+      break
+    fi
+  done
+  ((${#CUDA_ARGS[@]} > 0)) || echo "note: no cuda_runtime_api.h found (CUDA_HOME, /usr/local/cuda, nvcc's): synchronisations not counted"
+fi
+compile_bench() {
+  "$CXX" -std=c++20 -O2 -DNDEBUG -pthread -I"$ROOT/include" "${HANA_INCLUDE[@]}" \
+    -isystem "$TORCH_INCLUDE" -isystem "$TORCH_INCLUDE/torch/csrc/api/include" \
+    "$ROOT/bench/torch_gpt.cpp" -o "$bench" -L"$TORCH_LIB" "$@" -ltorch_cpu -lc10 \
+    -Wl,-rpath,"$TORCH_LIB" >>"$LOG" 2>&1
+}
 # Rebuilt when it is older than its source or any header it may include.
 if [[ ! -x $bench ]] || [[ -n $(find "$ROOT/bench/torch_gpt.cpp" "$ROOT/include" "$ROOT/examples/torch" \
   -newer "$bench" -name '*.[ch]pp' -print -quit) ]]; then
-"$CXX" -std=c++20 -O2 -DNDEBUG -pthread -I"$ROOT/include" "${HANA_INCLUDE[@]}" \
-  -isystem "$TORCH_INCLUDE" -isystem "$TORCH_INCLUDE/torch/csrc/api/include" \
-  "$ROOT/bench/torch_gpt.cpp" -o "$bench" -L"$TORCH_LIB" -ltorch_cpu -lc10 \
-  -Wl,-rpath,"$TORCH_LIB" >>"$LOG" 2>&1 || bench_status=$?
+  if ((${#CUDA_ARGS[@]} > 0)) && ! compile_bench "${CUDA_ARGS[@]}"; then
+    echo "note: bench_torch_gpt with -DRUNHOOKS_BENCH_CUDA=1 did not build (see $LOG); built without: synchronisations not counted"
+    compile_bench || bench_status=$?
+  elif ((${#CUDA_ARGS[@]} == 0)); then
+    compile_bench || bench_status=$?
+  fi
 fi
 train_status=0
 wait "$ninja_pid" || train_status=$?
