@@ -18,7 +18,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -44,8 +43,9 @@ namespace runhooks {
 
 // A step function whose data position a checkpoint keeps: state() returns it as a tensor (any
 // dtype and shape, e.g. int64 {epoch, offset}) and restore(tensor), given a CPU tensor, puts it
-// back, so that a resumed run draws the batches the uninterrupted one would have. A step that draws its batches
-// from torch's generator (nanoGPT's torch.randint) needs none: the generator's state is saved.
+// back, so that a resumed run draws the batches the uninterrupted one would have. A step that
+// draws its batches from torch's generator (nanoGPT's torch.randint) needs none: the generator's
+// state is saved.
 template <class Step>
 concept StatefulStep = requires(Step& step, const Step& cstep, const torch::Tensor& state) {
   { cstep.state() } -> std::convertible_to<torch::Tensor>;
@@ -239,9 +239,11 @@ class TorchStepBackend {
     if constexpr (copies_tensors) {
       const torch::NoGradGuard no_grad;
       into.rng_.fill();
-      if (!options_.device.is_cpu()) into.device_rng_ = detail::torch_device_rng_state(options_.device);
+      if (!options_.device.is_cpu())
+        into.device_rng_ = detail::torch_device_rng_state(options_.device);
       if constexpr (StatefulStep<Step>)
-        into.step_state_ = detail::copy_to_host(torch::Tensor(step_.state()), std::move(into.step_state_));
+        into.step_state_ =
+            detail::copy_to_host(torch::Tensor(step_.state()), std::move(into.step_state_));
       into.model_.fill(*model_);
       into.average_ = average_.has_value();
       if (average_) {
@@ -340,7 +342,8 @@ class TorchStepBackend {
         loss.backward();
         loss_ = loss.detach();
         if constexpr (OutputTraits::is_output)
-          for (std::size_t k = 0; k < OutputTraits::size; ++k) metrics_[k] = out.metrics[k].detach();
+          for (std::size_t k = 0; k < OutputTraits::size; ++k)
+            metrics_[k] = out.metrics[k].detach();
       } else {
         (loss / static_cast<double>(n)).backward();
         loss_ = i == 0 ? loss.detach() : loss_ + loss.detach();
@@ -403,7 +406,8 @@ class TorchStepBackend {
         [&](torch::serialize::OutputArchive& into) { average_->write(*model_, into); },
         [&](torch::serialize::OutputArchive& into) { optimizer_->save(into); }, global_step_,
         ema_updates(), detail::torch_cpu_rng_state(),
-        options_.device.is_cpu() ? torch::Tensor() : detail::torch_device_rng_state(options_.device),
+        options_.device.is_cpu() ? torch::Tensor()
+                                 : detail::torch_device_rng_state(options_.device),
         step_state);
   }
 
