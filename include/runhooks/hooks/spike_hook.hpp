@@ -135,9 +135,12 @@ class SpikeDetector {
   // Throws std::invalid_argument for values this detector's options could not have kept.
   void restore(std::int64_t kept, double last, const std::vector<double>& values) {
     const std::size_t window = values_.size();
-    const bool fits = kept >= 0 && values.size() == std::min<std::size_t>(static_cast<std::size_t>(kept), window) &&
-                      std::isfinite(last) && (kept > 0 || last == 0.0) &&
-                      std::all_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); });
+    const auto finite = [](double v) { return std::isfinite(v); };
+    const bool fits =
+        kept >= 0 &&
+        values.size() == std::min<std::size_t>(static_cast<std::size_t>(kept), window) &&
+        std::isfinite(last) && (kept > 0 || last == 0.0) &&
+        std::all_of(values.begin(), values.end(), finite);
     if (!fits)
       throw std::invalid_argument(
           "SpikeDetector: the saved running mean (" + std::to_string(kept) + " values kept, " +
