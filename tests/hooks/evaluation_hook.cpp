@@ -116,8 +116,10 @@ std::vector<std::filesystem::path> event_files(const std::filesystem::path& dir)
 }  // namespace
 
 TEST_CASE("EvaluationHook: TensorFlow's schedule: at start, every N steps, at the end") {
-  // InMemoryEvaluatorHookTest.test_runs_eval_metrics' shape (every_n_iter=4, 10 steps): one
-  // evaluation at start, two on the timer (4, 8) and one at the end: 4 calls.
+  // TensorFlow's InMemoryEvaluatorHook (estimator hooks/hooks.py) with every_n_iter=4 over 10
+  // steps: one evaluation in after_create_session, two when its SecondOrStepTimer triggers (4,
+  // 8) and one in end(): 4 calls. Derived from its code (no fixture: TensorFlow Estimator is not
+  // among the generators' libraries).
   std::vector<std::int64_t> steps;
   {
     runhooks::MonitoredSession session{
