@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -47,7 +48,12 @@ inline torch::Tensor copy_to_host(const torch::Tensor& from, torch::Tensor into)
                                           .device(torch::kCPU)
                                           .pinned_memory(device));
   if (into.requires_grad() != from.requires_grad()) into.requires_grad_(from.requires_grad());
-  into.copy_(from, /*non_blocking=*/device);
+  // A contiguous CPU tensor is its bytes: one memcpy, without copy_'s dispatch and its checks
+  // (bench_torch_gpt --measure: copy_ of the GPT's 81 tensors took 1.0x-1.4x a memcpy of them).
+  if (!device && from.is_contiguous())
+    std::memcpy(into.data_ptr(), from.data_ptr(), from.nbytes());
+  else
+    into.copy_(from, /*non_blocking=*/device);
   return into;
 }
 
