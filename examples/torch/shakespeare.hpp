@@ -144,7 +144,10 @@ class Batches {
     torch::Tensor ix = torch::randint(data_.size(0) - options_.block_size, {options_.batch_size},
                                       generator, torch::kLong);
     if (options_.num_replicas > 1) ix = ix.narrow(0, options_.rank * local_, local_);
-    const torch::Tensor rows = ix.to(data_.device()).unsqueeze(1) + positions_;  // [b, T]
+    // To a device as nanoGPT does: from pinned memory without waiting (a blocking copy would
+    // end with a stream synchronisation on every step).
+    if (!data_.device().is_cpu()) ix = ix.pin_memory().to(data_.device(), /*non_blocking=*/true);
+    const torch::Tensor rows = ix.unsqueeze(1) + positions_;  // [b, T]
     return {data_.index({rows}), data_.index({rows + 1})};
   }
 
