@@ -4,7 +4,9 @@
 
 #include <runhooks/clock.hpp>
 #include <runhooks/manual_clock.hpp>
+#include <runhooks/hooks/learning_rate_monitor_hook.hpp>
 #include <runhooks/hooks/step_counter_hook.hpp>
+#include <runhooks/hooks/throughput_monitor_hook.hpp>
 #include <runhooks/log.hpp>
 #include <runhooks/monitored_session.hpp>
 #include <runhooks/outputs/csv_output.hpp>
@@ -29,6 +31,19 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+// The hooks whose output has no default (SummaryOutput) are not default-constructible, and asking
+// is not an error: with clang++ 14 a default argument `Output output = {}` made the question a
+// hard error, so such a hook could not sit in std::optional or runhooks::Conditional.
+static_assert(!std::is_default_constructible_v<
+              runhooks::StepCounterHook<runhooks::SteadyClock, runhooks::SummaryOutput>>);
+static_assert(!std::is_default_constructible_v<
+              runhooks::ThroughputMonitorHook<runhooks::ThroughputKeys<>, runhooks::SummaryOutput>>);
+static_assert(!std::is_default_constructible_v<
+              runhooks::LearningRateMonitorHook<runhooks::SummaryOutput>>);
+static_assert(std::is_default_constructible_v<runhooks::StepCounterHook<>> &&
+              std::is_default_constructible_v<runhooks::ThroughputMonitorHook<>> &&
+              std::is_default_constructible_v<runhooks::LearningRateMonitorHook<>>);
 
 namespace fs = std::filesystem;
 using runhooks::ManualClock;

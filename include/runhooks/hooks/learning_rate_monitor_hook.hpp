@@ -3,6 +3,7 @@
 
 #include <runhooks/detail/config.hpp>
 
+#include <concepts>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
@@ -43,7 +44,13 @@ struct LearningRateMonitorOptions {
 template <class Output = LogOutput>
 class LearningRateMonitorHook {
  public:
-  explicit LearningRateMonitorHook(LearningRateMonitorOptions options = {}, Output output = {})
+  // Output's default only where it has one: a default argument `Output output = {}` would make
+  // std::is_default_constructible of a hook with a SummaryOutput (std::optional<Hook>, Conditional)
+  // a hard error with clang++ instead of false.
+  explicit LearningRateMonitorHook(LearningRateMonitorOptions options = {})
+    requires std::default_initializable<Output>
+      : LearningRateMonitorHook(std::move(options), Output{}) {}
+  explicit LearningRateMonitorHook(LearningRateMonitorOptions options, Output output)
       : options_(std::move(options.validate())), output_(std::move(output)) {}
   template <class Hint = detail::write_the_options_type<
                 LearningRateMonitorOptions, &LearningRateMonitorOptions::every_n_steps,

@@ -4,6 +4,7 @@
 
 #include <runhooks/detail/config.hpp>
 
+#include <concepts>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
@@ -78,7 +79,13 @@ CallbackOutput(F) -> CallbackOutput<F>;
 template <Clock C = SteadyClock, class Output = LogOutput>
 class StepCounterHook {
  public:
-  explicit StepCounterHook(StepCounterOptions options = {}, C clock = {}, Output output = {})
+  // Output's default only where it has one: a default argument `Output output = {}` would make
+  // std::is_default_constructible of a hook with a SummaryOutput (std::optional<Hook>, Conditional)
+  // a hard error with clang++ instead of false.
+  explicit StepCounterHook(StepCounterOptions options = {}, C clock = {})
+    requires std::default_initializable<Output>
+      : StepCounterHook(std::move(options), std::move(clock), Output{}) {}
+  explicit StepCounterHook(StepCounterOptions options, C clock, Output output)
       : options_(validate(std::move(options))),
         timer_(TimerOptions{options_.every_n_secs, options_.every_n_steps}, std::move(clock)),
         output_(std::move(output)) {}

@@ -5,6 +5,7 @@
 #include <runhooks/detail/config.hpp>
 
 #include <cmath>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -112,13 +113,22 @@ class ThroughputMonitorHook<ThroughputKeys<SamplesKey, ItemsKey>, Output, C> {
   static constexpr bool items_key = !std::is_void_v<ItemsKey>;
 
  public:
-  explicit ThroughputMonitorHook(ThroughputOptions options = {}, Output output = {}, C clock = {})
+  // Output's default only where it has one: a default argument `Output output = {}` would make
+  // std::is_default_constructible of a hook with a SummaryOutput (std::optional<Hook>, Conditional)
+  // a hard error with clang++ instead of false.
+  explicit ThroughputMonitorHook(ThroughputOptions options = {})
+    requires std::default_initializable<Output>
+      : ThroughputMonitorHook(std::move(options), Output{}) {}
+  explicit ThroughputMonitorHook(ThroughputOptions options, Output output, C clock = {})
       : options_(checked(std::move(options))), output_(std::move(output)),
         clock_(std::move(clock)) {
     points_.resize(static_cast<std::size_t>(options_.window_size));
   }
+  ThroughputMonitorHook(ThroughputKeys<SamplesKey, ItemsKey>, ThroughputOptions options)
+    requires std::default_initializable<Output>
+      : ThroughputMonitorHook(std::move(options), Output{}) {}
   ThroughputMonitorHook(ThroughputKeys<SamplesKey, ItemsKey>, ThroughputOptions options,
-                        Output output = {}, C clock = {})
+                        Output output, C clock = {})
       : ThroughputMonitorHook(std::move(options), std::move(output), std::move(clock)) {}
   // Chosen when no other constructor fits, most often for braced options with a misspelt field:
   // the error names ThroughputOptions and its fields (detail/no_constructor_fits.hpp).
