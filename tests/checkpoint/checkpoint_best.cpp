@@ -16,6 +16,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <runhooks/checkpoint/best_checkpoint_hook.hpp>
@@ -461,4 +462,31 @@ TEST_CASE("best checkpoints: a saver in runhooks::Conditional, on and off") {
     if (best) CHECK(best->step == 2);
     session.close();
   }
+}
+
+TEST_CASE("best checkpoints: a mode tag puts the mode in the type; options.mode must agree with it") {
+  ckpt::CapturedLog quiet;
+  TempDir dir;
+  ScoredBackend backend;
+  backend.values = {0.5, 0.75, 0.25};
+  // ValLoss declares no direction: the tag makes higher better, as options.mode = max would.
+  BestCheckpointHook hook{runhooks::keys<ValLoss>, runhooks::maximize, {.save_top_k = 1}};
+  static_assert(std::is_same_v<decltype(hook), BestCheckpointHook<ValLoss, runhooks::Maximize>>);
+  CHECK(hook.mode() == runhooks::MetricMode::max);
+  CheckpointSaverHook saver(CheckpointSaverOptions{
+      .checkpoint_dir = dir.str(), .save_steps = 1000, .max_to_keep = 1, .async_save = false});
+  runhooks::MonitoredSession session(backend, std::ref(hook), std::ref(saver));
+  runhooks::link_hooks(session);
+  for (int i = 0; i < 3; ++i) session.run();
+  REQUIRE(hook.best_checkpoint().has_value());
+  CHECK(hook.best_checkpoint()->score == 0.75);  // in mode min: 0.25 at step 3
+  CHECK(best_steps(hook.best_checkpoints()) == std::vector<std::int64_t>{2});
+  session.close();
+  CHECK(BestCheckpointHook{runhooks::keys<Accuracy>, runhooks::maximize}.mode() ==
+        runhooks::MetricMode::max);
+  CHECK_THROWS_WITH_AS((BestCheckpointHook{runhooks::keys<ValLoss>, runhooks::maximize,
+                                           {.mode = runhooks::MetricMode::min}}),
+                       "runhooks: BestCheckpointOptions::mode is min, but the hook's mode tag is "
+                       "runhooks::maximize.",
+                       std::invalid_argument);
 }

@@ -12,6 +12,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "support/fakes.hpp"
@@ -389,4 +390,33 @@ TEST_CASE("EarlyStopping: the mode comes from the key's declared direction; a co
   CHECK(EarlyStoppingHook<ValLoss>().mode() == MetricMode::min);
   constexpr runhooks::EarlyStoppingOptions agreed{.mode = MetricMode::max};
   static_assert((agreed.validate_for<ValAccuracy>(), true));
+}
+
+TEST_CASE("EarlyStopping: a mode tag puts the mode in the type; options.mode must agree with it") {
+  fakes::LogCapture capture;
+  // A key without a direction: the tag sets the mode, as options.mode would.
+  runhooks::EarlyStoppingHook hook{runhooks::keys<ValLoss>, runhooks::maximize, {.patience = 2}};
+  static_assert(std::is_same_v<decltype(hook), EarlyStoppingHook<ValLoss, runhooks::Maximize>>);
+  CHECK(hook.mode() == MetricMode::max);
+  CHECK(hook.options().patience == 2);
+  runhooks::MonitoredSession session{MetricBackend{{0.5, 0.75, 0.875, 0.75, 0.875, 0.5, 0.25}},
+                                     std::ref(hook)};
+  while (!session.should_stop()) session.run();
+  CHECK(hook.best() == 0.875);  // as "mode max" above: the stop at the fifth check
+  CHECK(hook.stopped_step() == 5);
+  // A tag that agrees with the key's direction; a key's direction is no reason to write one.
+  runhooks::EarlyStoppingHook agreed{runhooks::keys<ValAccuracy>, runhooks::maximize};
+  CHECK(agreed.mode() == MetricMode::max);
+  CHECK(EarlyStoppingHook<ValLoss>().mode() == MetricMode::min);
+  CHECK(runhooks::EarlyStoppingHook{runhooks::keys<ValLoss>, runhooks::minimize}.mode() ==
+        MetricMode::min);
+  // options.mode beside a tag: the same is fine, the other is the run-time error (the tag wins
+  // nothing silently). The tag against the key: tests/compile_fail/early_stopping_mode_tag_*.
+  CHECK(runhooks::EarlyStoppingHook{runhooks::keys<ValLoss>, runhooks::maximize,
+                                    {.mode = MetricMode::max}}.mode() == MetricMode::max);
+  CHECK_THROWS_WITH_AS((runhooks::EarlyStoppingHook{runhooks::keys<ValLoss>, runhooks::maximize,
+                                                    {.mode = MetricMode::min}}),
+                       "runhooks: EarlyStoppingOptions::mode is min, but the hook's mode tag is "
+                       "runhooks::maximize.",
+                       std::invalid_argument);
 }

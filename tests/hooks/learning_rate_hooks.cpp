@@ -16,6 +16,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "support/fakes.hpp"
@@ -45,7 +46,8 @@ struct RateBackend {
 constexpr double nan_value = std::numeric_limits<double>::quiet_NaN();
 constexpr double inf_value = std::numeric_limits<double>::infinity();
 
-double run_plateau(runhooks::ReduceLROnPlateauHook<ValLoss>& hook, std::vector<double> values,
+template <class Mode>
+double run_plateau(runhooks::ReduceLROnPlateauHook<ValLoss, Mode>& hook, std::vector<double> values,
                    double rate = 1.0) {
   const std::size_t n = values.size();
   runhooks::MonitoredSession session{RateBackend{std::move(values), rate, 0, {}}, std::ref(hook)};
@@ -222,5 +224,26 @@ TEST_CASE("ReduceLROnPlateau: the mode comes from the key's declared direction")
   CHECK_THROWS_WITH_AS(runhooks::ReduceLROnPlateauHook<Accuracy>({.mode = runhooks::MetricMode::min}),
                        doctest::Contains("ReduceLROnPlateauOptions::mode is min, but the key Accuracy "
                                          "declares direction max."),
+                       std::invalid_argument);
+}
+
+TEST_CASE("ReduceLROnPlateau: a mode tag puts the mode in the type; options.mode must agree with it") {
+  runhooks::ReduceLROnPlateauHook hook{runhooks::keys<ValLoss>, runhooks::maximize,
+                                       {.factor = 0.5, .patience = 2}};
+  static_assert(std::is_same_v<decltype(hook),
+                               runhooks::ReduceLROnPlateauHook<ValLoss, runhooks::Maximize>>);
+  CHECK(hook.mode() == runhooks::MetricMode::max);
+  CHECK(hook.options().factor == 0.5);
+  // Rising values improve in mode max: no reduction (in mode min, one at the third check).
+  CHECK(run_plateau(hook, {1.0, 2.0, 3.0, 4.0}) == 1.0);
+  CHECK(hook.best() == 4.0);
+  CHECK(runhooks::ReduceLROnPlateauHook{runhooks::keys<Accuracy>, runhooks::maximize}.mode() ==
+        runhooks::MetricMode::max);
+  CHECK(runhooks::ReduceLROnPlateauHook{runhooks::keys<ValLoss>, runhooks::minimize}.mode() ==
+        runhooks::MetricMode::min);
+  CHECK_THROWS_WITH_AS((runhooks::ReduceLROnPlateauHook{runhooks::keys<ValLoss>, runhooks::minimize,
+                                                        {.mode = runhooks::MetricMode::max}}),
+                       "runhooks: ReduceLROnPlateauOptions::mode is max, but the hook's mode tag is "
+                       "runhooks::minimize.",
                        std::invalid_argument);
 }

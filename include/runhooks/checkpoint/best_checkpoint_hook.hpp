@@ -21,7 +21,7 @@
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/checked.hpp>
 #include <runhooks/detail/no_constructor_fits.hpp>
-#include <runhooks/hooks/early_stopping_hook.hpp>  // MetricMode, resolve_mode
+#include <runhooks/hooks/metric_mode.hpp>
 #include <runhooks/keys.hpp>
 #include <runhooks/session_run_args.hpp>
 #include <runhooks/session_run_context.hpp>
@@ -68,7 +68,7 @@ struct BestCheckpointOptions {
   }
 };
 
-template <KeyType MetricKey>
+template <KeyType MetricKey, HookMode Mode>
 class BestCheckpointHook;
 
 namespace detail {
@@ -80,8 +80,8 @@ inline constexpr bool is_checkpoint_saver<CheckpointSaverHook<C, L...>> = true;
 
 template <class T>
 inline constexpr bool is_best_checkpoint_hook = false;
-template <class K>
-inline constexpr bool is_best_checkpoint_hook<BestCheckpointHook<K>> = true;
+template <class K, class M>
+inline constexpr bool is_best_checkpoint_hook<BestCheckpointHook<K, M>> = true;
 
 // A hook as the session holds it, or the hook inside an on/off wrapper (Conditional: hook_type).
 template <class H>
@@ -151,8 +151,9 @@ SaverLink link_to(Saver* saver) {
 // trigger and ranks then); the periodic saves are the saver's. Differs from Keras: a first NaN
 // (or +inf in min mode) is saved when nothing is kept yet, as in Lightning (Keras' best starts at
 // None, so it saves it and then never beats NaN).
-template <KeyType MetricKey>
+template <KeyType MetricKey, HookMode Mode = ModeFromOptions>
 class BestCheckpointHook {
+  static_assert(sizeof(detail::mode_check_t<MetricKey, Mode>) > 0);  // a tag against the key
   static_assert(std::is_arithmetic_v<typename MetricKey::value_type>,
                 "runhooks::BestCheckpointHook ranks a number: its key's value_type must be "
                 "arithmetic.");
@@ -160,8 +161,14 @@ class BestCheckpointHook {
  public:
   explicit BestCheckpointHook(BestCheckpointOptions options = {})
       : options_(options.validate()),
-        mode_(detail::resolve_mode<MetricKey>(options_.mode, "BestCheckpointOptions::mode")),
+        mode_(detail::resolve_mode<MetricKey, Mode>(options_.mode, "BestCheckpointOptions::mode")),
         runs_to_check_(options_.every_n_iter) {}
+  // The mode in the type (metric_mode.hpp): `runhooks::BestCheckpointHook hook{runhooks::keys<Accuracy>,
+  // runhooks::maximize, {...}}`. A key that declares the other direction is a compile error;
+  // options.mode, if given, must agree with the tag (std::invalid_argument).
+  BestCheckpointHook(Keys<MetricKey>, Mode, BestCheckpointOptions options = {})
+    requires ModeTag<Mode>
+      : BestCheckpointHook(options) {}
   // Chosen when no other constructor fits, most often for braced options with a misspelt field:
   // the error names BestCheckpointOptions and its fields (detail/no_constructor_fits.hpp).
   template <class Hint = detail::write_the_options_type<
@@ -228,7 +235,7 @@ class BestCheckpointHook {
   }
 
   const BestCheckpointOptions& options() const noexcept { return options_; }
-  // The mode in use: the options', else the key's declared direction, else min.
+  // The mode in use: the tag's, else the options', else the key's declared direction, else min.
   MetricMode mode() const noexcept { return mode_; }
   // The best checkpoint so far, its prefix (<checkpoint_dir>/<basename>-<step>), step and score
   // (the first saved among equal scores, as Lightning's best_model_path); nullopt before any.
@@ -293,5 +300,10 @@ class BestCheckpointHook {
   detail::BestRanking ranking_;
   std::string basename_;
 };
+
+// The tag constructor deduces the hook type; this guide does too for braced options with a
+// misspelt field, so that the catch-all constructor names the options type and its fields.
+template <KeyType K, MetricMode M>
+BestCheckpointHook(Keys<K>, MetricModeTag<M>, ...) -> BestCheckpointHook<K, MetricModeTag<M>>;
 
 }  // namespace runhooks

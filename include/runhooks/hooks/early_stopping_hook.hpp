@@ -14,56 +14,12 @@
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/checked.hpp>
 #include <runhooks/detail/no_constructor_fits.hpp>
+#include <runhooks/hooks/metric_mode.hpp>
 #include <runhooks/keys.hpp>
 #include <runhooks/log.hpp>
 #include <runhooks/session_run_args.hpp>
 
 namespace runhooks {
-
-// Whether a smaller or a larger metric is better.
-enum class MetricMode { min, max };
-
-// A key may declare which is better, beside its name:
-//   struct Accuracy : runhooks::Key<float> {
-//     static constexpr runhooks::MetricMode direction = runhooks::MetricMode::max;
-//   };
-// and the hooks that monitor it (EarlyStoppingHook, ReduceLROnPlateauHook) then take their mode
-// from it; a mode given in their options that contradicts it is an error (Keras instead guesses
-// from the metric's name at run time, and raises for a name it does not know).
-template <class K>
-concept DeclaresDirection = requires {
-  { K::direction } -> std::convertible_to<MetricMode>;
-};
-
-template <KeyType K>
-constexpr std::optional<MetricMode> key_direction() noexcept {
-  if constexpr (DeclaresDirection<K>)
-    return static_cast<MetricMode>(K::direction);
-  else
-    return std::nullopt;
-}
-
-namespace detail {
-constexpr const char* mode_name(MetricMode mode) noexcept {
-  return mode == MetricMode::min ? "min" : "max";
-}
-// The mode a monitoring hook uses: the options' if given, else the key's direction, else min. A
-// given mode that contradicts the key's direction is std::invalid_argument naming the option, the
-// key and both modes, and a compile error where evaluated at compile time (constexpr options:
-// `static_assert((options.validate_for<Accuracy>(), true));`).
-template <KeyType K>
-constexpr MetricMode resolve_mode(std::optional<MetricMode> mode, const char* option) {
-  constexpr std::optional<MetricMode> declared = key_direction<K>();
-  if (mode && declared && *mode != *declared) {
-    if (std::is_constant_evaluated())
-      throw "runhooks: the options' mode contradicts the direction the key declares";
-    throw std::invalid_argument("runhooks: " + std::string(option) + " is " + mode_name(*mode) +
-                                ", but the key " + std::string(key_name<K>()) +
-                                " declares direction " + mode_name(*declared) + ".");
-  }
-  return mode ? *mode : declared.value_or(MetricMode::min);
-}
-}  // namespace detail
 
 // Why an EarlyStoppingHook asked to stop: Lightning's EarlyStoppingReason.
 enum class EarlyStoppingReason {
@@ -195,8 +151,9 @@ struct EarlyStoppingState {
 // stops on patience (Keras' rule), where Lightning stops on a first NaN or +inf (min mode).
 // TensorFlow's estimator hook stop_if_no_decrease_hook is the min mode with patience counted in
 // global steps: patience = its max_steps_without_decrease / every_n_iter.
-template <KeyType MetricKey>
+template <KeyType MetricKey, HookMode Mode = ModeFromOptions>
 class EarlyStoppingHook {
+  static_assert(sizeof(detail::mode_check_t<MetricKey, Mode>) > 0);  // a tag against the key
   static_assert(std::is_arithmetic_v<typename MetricKey::value_type>,
                 "runhooks::EarlyStoppingHook watches a number: its key's value_type must be "
                 "arithmetic.");
@@ -204,8 +161,14 @@ class EarlyStoppingHook {
  public:
   explicit EarlyStoppingHook(EarlyStoppingOptions options = {})
       : options_(options.validate()),
-        mode_(detail::resolve_mode<MetricKey>(options_.mode, "EarlyStoppingOptions::mode")),
+        mode_(detail::resolve_mode<MetricKey, Mode>(options_.mode, "EarlyStoppingOptions::mode")),
         runs_to_check_(options_.every_n_iter) {}
+  // The mode in the type (metric_mode.hpp): `runhooks::EarlyStoppingHook hook{runhooks::keys<Accuracy>,
+  // runhooks::maximize, {...}}`. A key that declares the other direction is a compile error;
+  // options.mode, if given, must agree with the tag (std::invalid_argument).
+  EarlyStoppingHook(Keys<MetricKey>, Mode, EarlyStoppingOptions options = {})
+    requires ModeTag<Mode>
+      : EarlyStoppingHook(options) {}
   // Chosen when no other constructor fits, most often for braced options with a misspelt field:
   // the error names EarlyStoppingOptions and its fields (detail/no_constructor_fits.hpp).
   template <class Hint = detail::write_the_options_type<
@@ -249,7 +212,7 @@ class EarlyStoppingHook {
   }
 
   const EarlyStoppingOptions& options() const noexcept { return options_; }
-  // The mode in use: the options', else the key's declared direction, else min.
+  // The mode in use: the tag's, else the options', else the key's declared direction, else min.
   MetricMode mode() const noexcept { return mode_; }
   // Keras' state: the best value so far (empty while no checked value has improved on the
   // starting +-inf: none checked yet, or each was NaN or the wrong infinity), `wait`, and the
@@ -377,7 +340,7 @@ class EarlyStoppingHook {
   }
 
   EarlyStoppingOptions options_;
-  MetricMode mode_;  // the options' mode, else the key's direction, else min
+  MetricMode mode_;  // the tag's, else the options' mode, else the key's direction, else min
   std::int64_t runs_to_check_;
   std::int64_t wait_ = 0;
   std::int64_t checks_ = 0;
@@ -387,5 +350,10 @@ class EarlyStoppingHook {
   EarlyStoppingReason reason_ = EarlyStoppingReason::not_stopped;
   std::string message_;
 };
+
+// The tag constructor deduces the hook type; this guide does too for braced options with a
+// misspelt field, so that the catch-all constructor names the options type and its fields.
+template <KeyType K, MetricMode M>
+EarlyStoppingHook(Keys<K>, MetricModeTag<M>, ...) -> EarlyStoppingHook<K, MetricModeTag<M>>;
 
 }  // namespace runhooks

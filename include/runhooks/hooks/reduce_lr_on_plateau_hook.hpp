@@ -15,7 +15,7 @@
 #include <runhooks/concepts.hpp>
 #include <runhooks/detail/checked.hpp>
 #include <runhooks/detail/no_constructor_fits.hpp>
-#include <runhooks/hooks/early_stopping_hook.hpp>  // MetricMode
+#include <runhooks/hooks/metric_mode.hpp>
 #include <runhooks/hooks/learning_rate.hpp>
 #include <runhooks/keys.hpp>
 #include <runhooks/log.hpp>
@@ -112,8 +112,9 @@ struct ReduceLROnPlateauState {
 // Differs from Keras (>= 3.7, whose best starts empty and takes the first value, NaN included):
 // a first NaN, or +inf in mode min, is no best here, so it cannot block every later improvement.
 // The rate is read and compared in double (Keras: a float32 variable read back as a Python float).
-template <KeyType MetricKey>
+template <KeyType MetricKey, HookMode Mode = ModeFromOptions>
 class ReduceLROnPlateauHook {
+  static_assert(sizeof(detail::mode_check_t<MetricKey, Mode>) > 0);  // a tag against the key
   static_assert(std::is_arithmetic_v<typename MetricKey::value_type>,
                 "runhooks::ReduceLROnPlateauHook watches a number: its key's value_type must be "
                 "arithmetic.");
@@ -121,8 +122,14 @@ class ReduceLROnPlateauHook {
  public:
   explicit ReduceLROnPlateauHook(ReduceLROnPlateauOptions options = {})
       : options_(options.validate()),
-        mode_(detail::resolve_mode<MetricKey>(options_.mode, "ReduceLROnPlateauOptions::mode")),
+        mode_(detail::resolve_mode<MetricKey, Mode>(options_.mode, "ReduceLROnPlateauOptions::mode")),
         runs_to_check_(options_.every_n_iter) {}
+  // The mode in the type (metric_mode.hpp): `runhooks::ReduceLROnPlateauHook hook{runhooks::keys<Accuracy>,
+  // runhooks::maximize, {...}}`. A key that declares the other direction is a compile error;
+  // options.mode, if given, must agree with the tag (std::invalid_argument).
+  ReduceLROnPlateauHook(Keys<MetricKey>, Mode, ReduceLROnPlateauOptions options = {})
+    requires ModeTag<Mode>
+      : ReduceLROnPlateauHook(options) {}
   // Chosen when no other constructor fits, most often for braced options with a misspelt field:
   // the error names ReduceLROnPlateauOptions and its fields (detail/no_constructor_fits.hpp).
   template <class Hint = detail::write_the_options_type<
@@ -244,7 +251,7 @@ class ReduceLROnPlateauHook {
   }
 
   ReduceLROnPlateauOptions options_;
-  MetricMode mode_;  // the options' mode, else the key's direction, else min
+  MetricMode mode_;  // the tag's, else the options' mode, else the key's direction, else min
   std::int64_t runs_to_check_;
   double best_ = worst();
   std::int64_t wait_ = 0;
@@ -252,5 +259,10 @@ class ReduceLROnPlateauHook {
   std::int64_t checks_ = 0;
   std::int64_t reductions_ = 0;
 };
+
+// The tag constructor deduces the hook type; this guide does too for braced options with a
+// misspelt field, so that the catch-all constructor names the options type and its fields.
+template <KeyType K, MetricMode M>
+ReduceLROnPlateauHook(Keys<K>, MetricModeTag<M>, ...) -> ReduceLROnPlateauHook<K, MetricModeTag<M>>;
 
 }  // namespace runhooks
