@@ -29,7 +29,8 @@
 namespace runhooks {
 
 struct BestCheckpointOptions {
-  // Unset: the key's declared direction (DeclaresDirection), else min (Lightning's default).
+  // Unset: the hook's mode tag (metric_mode.hpp), else the key's declared direction
+  // (DeclaresDirection), else min (Lightning's default); given beside a tag, it must agree with it.
   std::optional<MetricMode> mode{};
   // Lightning's save_top_k: how many best checkpoints are kept besides the latest max_to_keep.
   // -1 keeps every checkpoint saved for a value; 0 saves none for their value. Default 1.

@@ -31,7 +31,8 @@ enum class EarlyStoppingReason {
 };
 
 struct EarlyStoppingOptions {
-  // Unset: the key's declared direction (DeclaresDirection), else min.
+  // Unset: the hook's mode tag (metric_mode.hpp), else the key's declared direction
+  // (DeclaresDirection), else min; given beside a tag, it must agree with it.
   std::optional<MetricMode> mode{};
   // An improvement must beat the best value by more than this (Keras: |min_delta|). At least 0.
   double min_delta = 0.0;

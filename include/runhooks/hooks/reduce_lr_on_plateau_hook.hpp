@@ -24,7 +24,8 @@
 namespace runhooks {
 
 struct ReduceLROnPlateauOptions {
-  // Unset: the key's declared direction (DeclaresDirection), else min.
+  // Unset: the hook's mode tag (metric_mode.hpp), else the key's declared direction
+  // (DeclaresDirection), else min; given beside a tag, it must agree with it.
   std::optional<MetricMode> mode{};
   // The new rate is the old one times this. At least 0 and below 1 (Keras rejects >= 1).
   double factor = 0.1;
