@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compiles and runs every C++ block of the given Markdown files that is a whole program.
 
-Usage: check_readme.py [--update] FILE.md... -- <compiler and flags...>
+Usage: check_readme.py [--update | --syntax-only] FILE.md... -- <compiler and flags...>
        check_readme.py [--update] --sample NAME FILE.md [--unordered PREFIX]... -- <command...>
        check_readme.py --project NAME FILE.md SOURCE_ROOT [PYTHON]
 
@@ -10,7 +10,9 @@ given flags and exit 0. A program may be followed by its output: a ```text block
 fence is preceded by the line `<!-- output -->`. The program's stdout and stderr (merged, in
 order) must then be that block, line for line, where every number of the block stands for any
 number (rates and timings vary between runs; the words, the lines and their order may not).
-With --update the output blocks are rewritten from this run instead of being checked.
+With --update the output blocks are rewritten from this run instead of being checked. With
+--syntax-only each program is only compiled with -fsyntax-only (a second compiler's check: the
+first compiler's build runs the programs and compares their outputs).
 
 With --sample, the ```text block after the line `<!-- sample: NAME -->` must be what the command
 prints (a demo's output shown in the docs; `{tmpdir}` in the command is replaced by a fresh
@@ -187,7 +189,8 @@ def main() -> int:
         return check_project(args[1], pathlib.Path(args[2]), args[3],
                              args[4] if len(args) == 5 else None)
     update = "--update" in args
-    args = [a for a in args if a != "--update"]
+    syntax_only = "--syntax-only" in args
+    args = [a for a in args if a not in ("--update", "--syntax-only")]
     if "--" not in args:
         print(__doc__)
         return 2
@@ -213,11 +216,15 @@ def main() -> int:
                 src = pathlib.Path(tmp) / f"program_{total}.cpp"
                 exe = pathlib.Path(tmp) / f"program_{total}"
                 src.write_text(code)
-                build = subprocess.run(compiler + [str(src), "-o", str(exe)], capture_output=True,
+                output = ["-fsyntax-only"] if syntax_only else ["-o", str(exe)]
+                build = subprocess.run(compiler + [str(src)] + output, capture_output=True,
                                        text=True)
                 if build.returncode != 0:
                     print(f"{name} does not compile:\n{build.stdout}{build.stderr}")
                     failed += 1
+                    continue
+                if syntax_only:
+                    print(f"{name}: compiles")
                     continue
                 run = subprocess.run(line_buffered + [str(exe)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, timeout=60, cwd=tmp)

@@ -117,10 +117,8 @@ MonitoredTrainingSession<Creator, Layout, Hooks...> make_monitored_training_sess
       hooks);
 }
 
-// SummaryOutput behind a pointer: default-constructible, as Clang needs every output of a
-// StepCounterHook held in a std::optional to be (its constructor's `Output output = {}` default
-// argument is instantiated by std::is_constructible). No SummaryOutput: the log line only
-// (TrainingSessionOptions::step_rate_chart false).
+// SummaryOutput behind a pointer, so that the chart can be left out: no SummaryOutput, the log
+// line only (TrainingSessionOptions::step_rate_chart false).
 struct SharedSummaryOutput {
   std::shared_ptr<SummaryOutput> output;
   void open(const StepCounterOptions& options) {
