@@ -13,10 +13,12 @@
 //     (limit, count) pairs hold exactly those counts, summing to num;
 //   - min, max, sum and sum_squares are the least, the greatest, and the sums in input order;
 //   - the framed Event decodes with parse_events to the same step, wall time, tags and scalar
-//     bits, and the HistogramProto inside it to the same fields and buckets, bit for bit.
+//     bits, and the HistogramProto inside it to the same fields and buckets, bit for bit;
+//   - a tag that is not UTF-8 is refused with std::invalid_argument (issue 29), not encoded.
 
 #include <runhooks/summary/event_reader.hpp>
 #include <runhooks/summary/event_writer.hpp>
+#include <runhooks/summary/detail/utf8.hpp>
 #include <runhooks/summary/histogram.hpp>
 
 #include <algorithm>
@@ -28,6 +30,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -243,6 +246,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   runhooks::Histogram histogram;
   for (const double v : values) histogram.add(v);
   check_histogram(histogram, values);
+
+  // A tag that is not UTF-8 is refused (TensorBoard cannot read it back): that, and nothing else.
+  if (!detail::is_utf8(tag)) {
+    runhooks::SummaryEncoder refusing;
+    bool refused = false;
+    try {
+      refusing.add_histogram(tag, histogram);
+    } catch (const std::invalid_argument&) {
+      refused = true;
+    }
+    require(refused, "a summary tag that is not UTF-8 was encoded");
+    return 0;
+  }
 
   // A Summary of up to 8 scalars (each value's low 4 bytes: every float bit pattern) and the
   // histogram, as SummarySaverHook writes it.

@@ -13,7 +13,7 @@ usage_fuzz() {
     the protocol property test with N random fault sequences (default 1000000; ./dev test:
       10000);
     the checkpoint deletion-safety property test with C random directories, state files and
-      kills (default 1000000; ./dev test: 4000 in gcc, 2000 in clang and asan);
+      kills (default 1000000; ./dev test: 4000 in gcc, 2000 in clang, 1000 in asan);
     the checkpoint crash-resume test with K SIGKILLs at random instants (default 1000;
       ./dev test: 50), RUNHOOKS_CRASH_SEED=N to vary the instants.
   Each failure is reported with how to replay it; the exit status is 1 if any run failed.
