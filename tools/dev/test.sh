@@ -216,10 +216,10 @@ children_cpu_seconds() {
 }
 # Wall seconds of each suite from scratch (fresh build directory) on a quiet 2-core machine with
 # libtorch installed: the first line's estimate for a suite that $SUITE_TIMES does not know yet.
-# From a fresh clone's run of .ci/run (issue 30, 14 min 18 s and 26 min 1 s of CPU in all, 529
-# tests), each suite counted from the end of the previous one: clang's and asan's builds ran mostly
-# in the background during the previous suite's tests.
-declare -gA TYPICAL_SECONDS=([gcc]=515 [clang]=120 [asan]=208 [tsan]=3 [consumer]=12)
+# From a fresh clone's run of .ci/run (issues 27 and 28, 15 min 16 s and 27 min 54 s of CPU in
+# all, 576 tests), each suite counted from the end of the previous one: clang's and asan's builds
+# ran mostly in the background during the previous suite's tests.
+declare -gA TYPICAL_SECONDS=([gcc]=552 [clang]=125 [asan]=223 [tsan]=3 [consumer]=13)
 # Each suite's wall seconds in the last run, `NAME SECONDS` a line; a rerun, which rebuilds only
 # what changed, is usually faster than the first.
 SUITE_TIMES=build/suite-times
